@@ -1,0 +1,45 @@
+# mpx — the front door. Nobody has to type a cmake command.
+#   make                 build (checks and installs dependencies first)
+#   make test            build + ctest, everything but the `slow` label
+#   make deps            install the Debian packages (as root), or print the command
+# See README.md for the experiment, plot, bench and regression targets.
+
+BUILD      ?= build
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+CTEST_ARGS ?=
+
+.PHONY: all build deps deps-check configure test test-all check-sanitize clean help
+
+all: build
+
+help:
+	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
+
+deps:
+	@bash cmake/deps.sh install
+
+deps-check:
+	@bash cmake/deps.sh check >/dev/null 2>&1 || bash cmake/deps.sh install
+
+$(BUILD)/CMakeCache.txt: | deps-check
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >$(BUILD).configure.log 2>&1 \
+	  || { cat $(BUILD).configure.log; exit 1; }
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: deps-check configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@cd $(BUILD) && ctest -LE slow --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+test-all: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build folder.
+check-sanitize:
+	@$(MAKE) --no-print-directory test BUILD=build-sanitize CMAKE_ARGS="-DMPX_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_ARGS)"
+
+clean:
+	rm -rf $(BUILD) build-sanitize $(BUILD).configure.log

@@ -1,0 +1,40 @@
+# tests.cmake — every file under tests/<label>/ becomes one ctest test with that label.
+#   tests/unit/*.c         label unit         (formats, ops vs finite differences, scalers, parser)
+#   tests/model/*.c        label model        (whole graphs: loss falls, whole-graph gradient check)
+#   tests/integration/*.sh label integration  (the mpx command end to end; smoke experiments)
+#   tests/cuda/*.c         label cuda         (CUDA vs CPU; exit 77 = skipped when no GPU)
+#   tests/slow/*.c|*.sh    label slow         (excluded from `make test`)
+# A C test is one executable; it prints what it checks and exits non-zero on any failure.
+set(MPX_TEST_ENV "MPX_SOURCE_DIR=${CMAKE_SOURCE_DIR};MPX_BUILD_DIR=${CMAKE_BINARY_DIR};OMP_NUM_THREADS=2")
+
+function(mpx_add_c_tests label)
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${label}/*.c)
+  foreach(src ${srcs})
+    get_filename_component(name ${src} NAME_WE)
+    add_executable(${label}_${name} ${src} ${CMAKE_SOURCE_DIR}/tests/testutil.c)
+    target_include_directories(${label}_${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+    target_link_libraries(${label}_${name} PRIVATE mpx)
+    set_target_properties(${label}_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+    target_compile_definitions(${label}_${name} PRIVATE MPX_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+    add_test(NAME ${label}/${name} COMMAND ${label}_${name} WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+    set_tests_properties(${label}/${name} PROPERTIES LABELS ${label} SKIP_RETURN_CODE 77
+      ENVIRONMENT "${MPX_TEST_ENV}")
+  endforeach()
+endfunction()
+
+function(mpx_add_sh_tests label)
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${label}/*.sh)
+  foreach(src ${srcs})
+    get_filename_component(name ${src} NAME_WE)
+    add_test(NAME ${label}/${name} COMMAND bash ${src} WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+    set_tests_properties(${label}/${name} PROPERTIES LABELS ${label} SKIP_RETURN_CODE 77
+      ENVIRONMENT "${MPX_TEST_ENV};MPX=${CMAKE_BINARY_DIR}/mpx")
+  endforeach()
+endfunction()
+
+foreach(label unit model cuda slow)
+  mpx_add_c_tests(${label})
+endforeach()
+foreach(label integration slow)
+  mpx_add_sh_tests(${label})
+endforeach()

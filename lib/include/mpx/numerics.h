@@ -1,0 +1,117 @@
+/* numerics.h — low-precision formats, rounding, and the cast with accounting.
+ *
+ * Exact IEEE conversions between FP32 and FP16 / BF16 / FP8 (round-to-nearest-even, NaN stays
+ * NaN, overflow to Inf where the format has one), bulk encode/decode vectorised at run time
+ * (F16C / AVX-512 when the CPU has them, portable C otherwise), stochastic rounding, and
+ * mpx_cast: the ONE routine through which every FP32 -> storage cast of a gradient goes.
+ * When asked, mpx_cast counts what the cast did to the tensor (DESIGN.md §5).
+ */
+#ifndef MPX_NUMERICS_H
+#define MPX_NUMERICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mpx/tensor.h"
+
+/* ---- scalar conversions (exact, RNE) ---- */
+uint16_t mpx_f32_to_f16(float x);
+float mpx_f16_to_f32(uint16_t h);
+uint16_t mpx_f32_to_bf16(float x);
+float mpx_bf16_to_f32(uint16_t h);
+/* FP8 (OCP 8-bit floating point spec). E4M3 has no Inf: finite values beyond 448 saturate to
+ * +-448 (the Transformer Engine convention), Inf maps to NaN. E5M2 overflows to Inf. */
+uint8_t mpx_f32_to_e4m3(float x);
+float mpx_e4m3_to_f32(uint8_t v);
+uint8_t mpx_f32_to_e5m2(float x);
+float mpx_e5m2_to_f32(uint8_t v);
+
+/* Facts about a floating format. */
+typedef struct {
+    const char *name;
+    int exp_bits, man_bits;
+    double max;            /* largest finite */
+    double min_normal;     /* smallest positive normal */
+    double min_subnormal;  /* smallest positive subnormal */
+    int has_inf;
+} mpx_format_info;
+/* NULL for non-floating dtypes. */
+const mpx_format_info *mpx_format(mpx_dtype t);
+
+/* Round-trip one FP32 value through a format under RNE (F32 returns x). */
+float mpx_round_to(mpx_dtype t, float x);
+
+/* ---- bulk conversions (RNE), vectorised where the CPU allows ---- */
+/* src has n elements of `src_dtype` (any floating dtype, F32 = copy). */
+void mpx_decode(mpx_dtype src_dtype, const void *src, float *dst, size_t n);
+/* dst has n elements of `dst_dtype` (any floating dtype, F32 = copy). In-place allowed for F32. */
+void mpx_encode(mpx_dtype dst_dtype, const float *src, void *dst, size_t n);
+/* Which implementation mpx_encode/mpx_decode use for F16 on this CPU: "avx512", "f16c", "c". */
+const char *mpx_convert_impl(void);
+/* Force the portable C path (tests compare it against the vector path). 0 restores auto. */
+void mpx_convert_force_portable(int on);
+
+typedef enum { MPX_ROUND_RNE = 0, MPX_ROUND_STOCHASTIC } mpx_rounding;
+
+/* ---- statistics of a cast (DESIGN.md §5) ---- */
+enum {
+    MPX_HIST_LOG2_LO = -64, /* bin 0 = [2^-64, 2^-63); smaller nonzero values clamp into it */
+    MPX_HIST_LOG2_HI = 15,  /* bin 79 = [2^15, 2^16); larger finite values clamp into it */
+    MPX_HIST_ZERO = 80,
+    MPX_HIST_INF = 81,
+    MPX_HIST_NAN = 82,
+    MPX_HIST_BINS = 83
+};
+
+typedef struct {
+    uint64_t count;     /* elements seen */
+    uint64_t nonzero;   /* x != 0 (NaN counts as nonzero) */
+    uint64_t flushed;   /* x != 0, finite, and cast(x) == 0 */
+    uint64_t below_min; /* 0 < |x| < min subnormal of the format (the papers' definition) */
+    uint64_t subnormal; /* cast(x) is subnormal (nonzero) */
+    uint64_t overflow;  /* x finite, cast(x) infinite (or saturated to max for E4M3) */
+    uint64_t nonfinite; /* x is Inf or NaN */
+    uint64_t hist[MPX_HIST_BINS]; /* log2|x| bins of the pre-cast value x, plus zero/inf/nan */
+} mpx_cast_stats;
+
+/* Bin index of one FP32 value. */
+int mpx_hist_bin(float x);
+void mpx_cast_stats_add(mpx_cast_stats *acc, const mpx_cast_stats *s);
+
+/* ---- the cast with accounting ----
+ * For i in [0, n): x = scale * src[i] (computed in FP32; exact when scale is a power of two),
+ * dst[i] = cast(x) into `dst` format under `rounding`.
+ * When stats != NULL the counts of x against `stats_format` are ADDED to *stats:
+ * stats_format is normally dst; for an F32 destination it names the format the counts refer to
+ * (F16 in an fp32 run: what FP16 storage would have done). Counting uses the cast actually
+ * performed when dst == stats_format, else the RNE cast into stats_format.
+ * Stochastic rounding draws element i's random bits from (seed, MPX_RNG_ROUNDING ^ stream, offset + i):
+ * results do not depend on the thread count. src and dst may alias only when dst is F32. */
+typedef struct {
+    mpx_dtype dst;
+    mpx_rounding rounding;
+    float scale;
+    uint64_t seed, stream, offset;
+    mpx_dtype stats_format;
+    mpx_cast_stats *stats;
+} mpx_cast_spec;
+
+/* A spec for a plain RNE cast into `dst` with scale 1 and no counting. */
+mpx_cast_spec mpx_cast_plain(mpx_dtype dst);
+void mpx_cast(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);
+
+/* ---- reductions used by adaptive loss scaling and the run log ---- */
+typedef struct {
+    uint64_t n;
+    double mean, std;   /* over all elements, zeros included; population std */
+    float min, max;     /* signed extremes (NaN ignored) */
+    float absmax;
+    int all_finite;
+} mpx_moments;
+/* Deterministic for a given n and thread count: fixed blocks, double accumulation. */
+void mpx_moments_f32(const float *x, size_t n, mpx_moments *out);
+
+/* q-quantile (0..1) of |x| over the nonzero elements; 0 when none. Uses `scratch` (n floats). */
+float mpx_abs_quantile_nonzero(const float *x, size_t n, double q, float *scratch);
+
+#endif

@@ -1,0 +1,106 @@
+/* ops.h — the operators, forward and backward, one family per source file.
+ *
+ * Every op exists as `mpx_<op>_<pass>_cpu` (lib/ops/) and, with the same signature,
+ * `mpx_<op>_<pass>_cuda` (lib/cuda/). Arguments are tensor views (tensor.h).
+ * The CPU versions compute in FP32 and take FP32 tensors (labels I32): in low-precision runs
+ * the graph executor decodes the stored FP16/BF16 values to FP32 before the call and rounds
+ * results on write (the precision policy), so no op contains a precision branch.
+ * The CUDA versions also accept F16/BF16 data with FP32 accumulation.
+ *
+ * Conventions: images NHWC, convolution weights HWIO [KH, KW, C, K], linear weights
+ * [IN, OUT] (y = x @ w + b), sequences [B, T, C]. Backward passes OVERWRITE every gradient
+ * they produce (activation and parameter gradients alike); the executor accumulates
+ * parameter-gradient contributions across nodes after unscaling them.
+ * Every function validates shapes and returns MPX_ERR_INPUT naming the mismatch.
+ */
+#ifndef MPX_OPS_H
+#define MPX_OPS_H
+
+#include "mpx/error.h"
+#include "mpx/tensor.h"
+
+/* ---- GEMM (row-major): C = alpha * op(A) @ op(B) + beta * C, op = transpose when trans != 0.
+ * op(A) is [M, K], op(B) is [K, N], C is [M, N]. Routed to OpenBLAS or oneDNN by shape. ---- */
+void mpx_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+               const float *b, int ldb, float beta, float *c, int ldc);
+typedef enum { MPX_GEMM_AUTO = 0, MPX_GEMM_OPENBLAS, MPX_GEMM_ONEDNN } mpx_gemm_impl;
+/* Force one implementation (benchmarks); AUTO restores the per-shape choice. */
+void mpx_sgemm_force(mpx_gemm_impl impl);
+const char *mpx_sgemm_choice(int trans_a, int trans_b, int m, int n, int k);
+
+/* ---- conv2d: x [N,H,W,C], w [KH,KW,C,K], b [K] or NULL, y [N,OH,OW,K],
+ * OH = (H + 2*pad_h - KH) / stride_h + 1 (same for W). No groups, no dilation. ---- */
+typedef struct {
+    int stride_h, stride_w, pad_h, pad_w;
+} mpx_conv2d_attr;
+mpx_status mpx_conv2d_forward_cpu(const mpx_conv2d_attr *a, const mpx_tensor *x,
+                                  const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y);
+mpx_status mpx_conv2d_backward_data_cpu(const mpx_conv2d_attr *a, const mpx_tensor *dy,
+                                        const mpx_tensor *w, mpx_tensor *dx);
+/* dw [KH,KW,C,K]; db [K] or NULL. */
+mpx_status mpx_conv2d_backward_weights_cpu(const mpx_conv2d_attr *a, const mpx_tensor *dy,
+                                           const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db);
+/* Plain loops in double precision: the reference the oneDNN path is tested against. */
+void mpx_conv2d_reference(const mpx_conv2d_attr *a, int n, int h, int w, int c, int k, int kh,
+                          int kw, const double *x, const double *wt, const double *b, double *y);
+/* Free the cached oneDNN primitives (called at shutdown; harmless when empty). */
+void mpx_conv2d_cache_clear(void);
+
+/* ---- batch-norm over the last (channel) dimension: x [..., C] viewed as [M, C].
+ * Training: batch mean and biased variance in FP32 (double accumulation), saved as
+ * mean [C] and invstd [C] = 1/sqrt(var + eps); running stats updated as
+ * running = (1 - momentum) * running + momentum * batch (running_var uses unbiased var).
+ * Eval (training = 0): running statistics, save_* untouched (may be NULL). ---- */
+typedef struct {
+    float eps, momentum;
+    int training;
+} mpx_batchnorm_attr;
+mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tensor *x,
+                                     const mpx_tensor *gamma, const mpx_tensor *beta,
+                                     mpx_tensor *running_mean, mpx_tensor *running_var,
+                                     mpx_tensor *save_mean, mpx_tensor *save_invstd,
+                                     mpx_tensor *y);
+/* Training-mode backward: dx, dgamma [C], dbeta [C]. */
+mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_tensor *dy,
+                                      const mpx_tensor *x, const mpx_tensor *gamma,
+                                      const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
+                                      mpx_tensor *dx, mpx_tensor *dgamma, mpx_tensor *dbeta);
+
+/* ---- ReLU: y = max(x, 0); backward from y: dx = dy * (y > 0). ---- */
+mpx_status mpx_relu_forward_cpu(const mpx_tensor *x, mpx_tensor *y);
+mpx_status mpx_relu_backward_cpu(const mpx_tensor *dy, const mpx_tensor *y, mpx_tensor *dx);
+
+/* ---- max-pool 2D, NHWC: window k x k, stride, padding (padded cells never win).
+ * Backward routes dy to the first position in the window (row-major) whose x equals y. ---- */
+typedef struct {
+    int kernel, stride, pad;
+} mpx_pool2d_attr;
+mpx_status mpx_maxpool2d_forward_cpu(const mpx_pool2d_attr *a, const mpx_tensor *x, mpx_tensor *y);
+mpx_status mpx_maxpool2d_backward_cpu(const mpx_pool2d_attr *a, const mpx_tensor *dy,
+                                      const mpx_tensor *x, const mpx_tensor *y, mpx_tensor *dx);
+
+/* ---- global average pool: x [N,H,W,C] -> y [N,C] ---- */
+mpx_status mpx_avgpool_global_forward_cpu(const mpx_tensor *x, mpx_tensor *y);
+mpx_status mpx_avgpool_global_backward_cpu(const mpx_tensor *dy, mpx_tensor *dx);
+
+/* ---- linear: x [M, IN] (any leading dims flattened), w [IN, OUT], b [OUT] or NULL,
+ * y [M, OUT] = x @ w + b ---- */
+mpx_status mpx_linear_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
+                                  mpx_tensor *y);
+mpx_status mpx_linear_backward_data_cpu(const mpx_tensor *dy, const mpx_tensor *w, mpx_tensor *dx);
+mpx_status mpx_linear_backward_weights_cpu(const mpx_tensor *dy, const mpx_tensor *x,
+                                           mpx_tensor *dw, mpx_tensor *db);
+
+/* ---- element-wise add: y = a + b (same shapes). Backward: da = db = dy (copies). ---- */
+mpx_status mpx_add_forward_cpu(const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y);
+
+/* ---- softmax cross-entropy, FP32: logits [M, K], labels I32 [M] (label < 0: ignored),
+ * loss F32 [1] = mean over the counted rows of -log softmax(logits)[label];
+ * probs F32 [M, K] saved for backward. Backward: dlogits = (probs - onehot) / count
+ * (zero rows for ignored labels). A label >= K is an MPX_ERR_INPUT naming the row. ---- */
+mpx_status mpx_softmax_ce_forward_cpu(const mpx_tensor *logits, const mpx_tensor *labels,
+                                      mpx_tensor *loss, mpx_tensor *probs);
+mpx_status mpx_softmax_ce_backward_cpu(const mpx_tensor *probs, const mpx_tensor *labels,
+                                       mpx_tensor *dlogits);
+
+#endif

@@ -1,0 +1,38 @@
+/* runtime.h — CPU features, threads, clocks and build information.
+ *
+ * One place decides the thread count for our OpenMP loops, OpenBLAS and oneDNN (they share
+ * the OpenMP pool), and reports what the build and the machine provide (`mpx info`).
+ */
+#ifndef MPX_RUNTIME_H
+#define MPX_RUNTIME_H
+
+#include <stddef.h>
+
+typedef struct {
+    int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512_bf16, avx512_fp16;
+} mpx_cpu_features;
+
+const mpx_cpu_features *mpx_cpu(void);
+/* "avx512f f16c fma avx2" — the features our kernels use that this CPU has. */
+const char *mpx_cpu_features_str(void);
+
+/* Threads for OpenMP loops, OpenBLAS and oneDNN; n <= 0 means all cores. */
+void mpx_threads_set(int n);
+int mpx_threads_get(void);
+
+/* Monotonic wall clock in seconds. */
+double mpx_now(void);
+/* Peak resident set size of this process in bytes (0 when unknown). */
+size_t mpx_peak_rss(void);
+
+/* Build facts. */
+const char *mpx_version(void);
+const char *mpx_git_commit(void);
+/* "OpenBLAS 0.3.21 (OPENMP) core SkylakeX" — with the kernel OpenBLAS chose at run time. */
+const char *mpx_blas_info(void);
+/* "oneDNN 2.6.3 (cpu runtime OMP, isa avx512_core)". */
+const char *mpx_dnnl_info(void);
+/* Source tree path compiled in (for data/ and configs when run from the build folder). */
+const char *mpx_source_dir(void);
+
+#endif
