@@ -19,6 +19,10 @@
 
 #include "mpx/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { MPX_CFG_INT, MPX_CFG_FLOAT, MPX_CFG_BOOL, MPX_CFG_STRING, MPX_CFG_ENUM } mpx_cfg_type;
 
 typedef struct {
@@ -66,5 +70,9 @@ const char *mpx_cfg_where(const mpx_config *cfg, const char *dotted);
 /* The resolved configuration as INI text: every schema key with its final value, grouped by
  * section in schema order, each line commented with where it was set. Caller frees. */
 char *mpx_config_resolved_text(const mpx_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

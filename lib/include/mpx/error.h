@@ -11,6 +11,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     MPX_OK = 0,
     MPX_ERR_INPUT,       /* bad user input: config key/value, dataset file, run file, CLI argument */
@@ -48,5 +52,9 @@ void *mpx_calloc(size_t count, size_t size);
         (ptr) = mpx_calloc((size_t)(count), sizeof(*(ptr)));                                       \
         if (!(ptr)) return mpx_fail(MPX_ERR_NOMEM, "out of memory allocating %s", (what));         \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

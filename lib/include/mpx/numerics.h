@@ -14,6 +14,10 @@
 
 #include "mpx/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- scalar conversions (exact, RNE) ---- */
 uint16_t mpx_f32_to_f16(float x);
 float mpx_f16_to_f32(uint16_t h);
@@ -113,5 +117,9 @@ void mpx_moments_f32(const float *x, size_t n, mpx_moments *out);
 
 /* q-quantile (0..1) of |x| over the nonzero elements; 0 when none. Uses `scratch` (n floats). */
 float mpx_abs_quantile_nonzero(const float *x, size_t n, double q, float *scratch);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -19,6 +19,10 @@
 #include "mpx/error.h"
 #include "mpx/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- GEMM (row-major): C = alpha * op(A) @ op(B) + beta * C, op = transpose when trans != 0.
  * op(A) is [M, K], op(B) is [K, N], C is [M, N]. Routed to OpenBLAS or oneDNN by shape. ---- */
 void mpx_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
@@ -102,5 +106,9 @@ mpx_status mpx_softmax_ce_forward_cpu(const mpx_tensor *logits, const mpx_tensor
                                       mpx_tensor *loss, mpx_tensor *probs);
 mpx_status mpx_softmax_ce_backward_cpu(const mpx_tensor *probs, const mpx_tensor *labels,
                                        mpx_tensor *dlogits);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

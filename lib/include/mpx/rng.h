@@ -10,6 +10,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     MPX_RNG_INIT = 1,      /* parameter initialisation */
     MPX_RNG_DATA_ORDER,    /* shuffling */
@@ -44,5 +48,9 @@ float mpx_rng_uniform(mpx_rng *r);
 float mpx_rng_normal(mpx_rng *r);
 /* Uniform integer in [0, n), unbiased (rejection). */
 uint32_t mpx_rng_below(mpx_rng *r, uint32_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

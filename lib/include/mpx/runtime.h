@@ -8,6 +8,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512_bf16, avx512_fp16;
 } mpx_cpu_features;
@@ -34,5 +38,9 @@ const char *mpx_blas_info(void);
 const char *mpx_dnnl_info(void);
 /* Source tree path compiled in (for data/ and configs when run from the build folder). */
 const char *mpx_source_dir(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     MPX_F32 = 0,
     MPX_F16,       /* IEEE binary16 */
@@ -45,5 +49,9 @@ int64_t mpx_tensor_numel(const mpx_tensor *t);
 size_t mpx_tensor_bytes(const mpx_tensor *t);
 /* "[8,32,32,3]" into buf; returns buf. */
 const char *mpx_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
