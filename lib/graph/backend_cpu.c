@@ -1,0 +1,89 @@
+/* backend_cpu.c — the CPU backend: host memory, the numerics of lib/numerics, the ops of lib/ops.
+ *
+ * The CPU operators compute in FP32 only; FP16/BF16 storage is emulated by the executor
+ * (decode to FP32 scratch, round on write), so `native` accepts F32 alone.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpx/backend.h"
+
+static int cpu_native(mpx_dtype t) { return t == MPX_F32 || t == MPX_I32; }
+
+static void *cpu_alloc(size_t bytes) {
+    /* 64-byte alignment for AVX-512 loads; zeroed like the contract says. */
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (p) memset(p, 0, rounded ? rounded : 64);
+    return p;
+}
+
+static void cpu_free(void *p) { free(p); }
+static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
+
+static void cpu_accumulate(float *acc, const float *x, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) acc[i] += x[i];
+}
+
+static int64_t cpu_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
+                                      int round_to_storage, float *acc) {
+    /* Blocks of decoded values keep this a single pass over g without a full FP32 copy. */
+    enum { BLOCK = 4096 };
+    const size_t esize = mpx_dtype_size(g_dtype);
+    const float inv = (float)inv_scale;
+    const size_t nblocks = (n + BLOCK - 1) / BLOCK;
+    int64_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > 65536)
+    for (size_t b = 0; b < nblocks; b++) {
+        float tmp[BLOCK];
+        size_t lo = b * BLOCK, len = n - lo < BLOCK ? n - lo : BLOCK;
+        mpx_decode(g_dtype, (const char *)g + lo * esize, tmp, len);
+        for (size_t i = 0; i < len; i++) {
+            float v = tmp[i] * inv;
+            if (round_to_storage) v = mpx_round_to(g_dtype, v);
+            bad += !isfinite(v);
+            acc[lo + i] += v;
+        }
+    }
+    return bad;
+}
+
+static const mpx_backend g_cpu = {
+    .name = "cpu",
+    .device = MPX_DEV_CPU,
+    .native = cpu_native,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .copy = cpu_copy,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .cast = mpx_cast,
+    .decode = mpx_decode,
+    .moments = mpx_moments_f32,
+    .abs_quantile = mpx_abs_quantile_nonzero,
+    .accumulate = cpu_accumulate,
+    .unscale_accumulate = cpu_unscale_accumulate,
+    .conv2d_forward = mpx_conv2d_forward_cpu,
+    .conv2d_backward_data = mpx_conv2d_backward_data_cpu,
+    .conv2d_backward_weights = mpx_conv2d_backward_weights_cpu,
+    .batchnorm_forward = mpx_batchnorm_forward_cpu,
+    .batchnorm_backward = mpx_batchnorm_backward_cpu,
+    .relu_forward = mpx_relu_forward_cpu,
+    .relu_backward = mpx_relu_backward_cpu,
+    .maxpool2d_forward = mpx_maxpool2d_forward_cpu,
+    .maxpool2d_backward = mpx_maxpool2d_backward_cpu,
+    .avgpool_global_forward = mpx_avgpool_global_forward_cpu,
+    .avgpool_global_backward = mpx_avgpool_global_backward_cpu,
+    .linear_forward = mpx_linear_forward_cpu,
+    .linear_backward_data = mpx_linear_backward_data_cpu,
+    .linear_backward_weights = mpx_linear_backward_weights_cpu,
+    .add_forward = mpx_add_forward_cpu,
+    .softmax_ce_forward = mpx_softmax_ce_forward_cpu,
+    .softmax_ce_backward = mpx_softmax_ce_backward_cpu,
+};
+
+const mpx_backend *mpx_backend_cpu(void) { return &g_cpu; }

@@ -1,0 +1,323 @@
+/* graph_compile.c — from a built graph to a runnable one.
+ *
+ * Resolves storage dtypes through the precision policy, decides which tensors need gradients,
+ * attaches statistics observers, plans every buffer into arenas (gradients and fan-out branch
+ * buffers share memory by lifetime), allocates through the backend and initialises parameters.
+ * Also the inspection functions (memory plan, FLOPs, layers) and mpx_graph_free.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph_internal.h"
+#include "mpx/arena.h"
+#include "mpx/rng.h"
+
+enum { ALIGN = 64 };
+
+static size_t align_up(size_t v) { return (v + ALIGN - 1) & ~(size_t)(ALIGN - 1); }
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* FP32 host values of a parameter's initialiser; counter-based so that each parameter's values
+ * depend only on (seed, its name), not on what else the model contains. */
+static void init_values(const mpx_param *p, uint64_t seed, float *host) {
+    uint64_t stream = MPX_RNG_INIT ^ (fnv1a(p->name) << 8);
+    for (int64_t i = 0; i < p->numel; i++) {
+        switch (p->init.kind) {
+        case MPX_INIT_CONST: host[i] = p->init.a; break;
+        case MPX_INIT_NORMAL: host[i] = p->init.a * mpx_rand_normal(seed, stream, (uint64_t)i); break;
+        case MPX_INIT_UNIFORM:
+            host[i] = p->init.a * (2.0f * mpx_rand_uniform(seed, stream, (uint64_t)i) - 1.0f);
+            break;
+        }
+    }
+}
+
+/* Per-node FP32 scratch need (floats): decoded inputs, output, parameters and every gradient
+ * view of one forward or backward call, with per-take alignment slack. Conservative. */
+static int64_t node_scratch(const mpx_graph *g, const gnode *n) {
+    int64_t f = 2 * g->tensors[n->out].numel + 16;
+    for (int i = 0; i < n->n_in; i++) f += 2 * g->tensors[n->in[i]].numel + 32;
+    for (int i = 0; i < n->n_param; i++) f += 3 * g->params[n->param[i]].numel + 48;
+    return f;
+}
+
+static mpx_status alloc_arena(mpx_graph *g, void **arena, size_t bytes, const char *what) {
+    *arena = g->be->alloc(bytes ? bytes : ALIGN);
+    if (!*arena)
+        return mpx_fail(MPX_ERR_NOMEM, "cannot allocate %zu MiB for %s on %s", bytes >> 20, what,
+                        g->be->name);
+    return MPX_OK;
+}
+
+static mpx_status plan_and_allocate(mpx_graph *g) {
+    const int nn = g->n_nodes;
+    mpx_memory_plan *pl = &g->plan;
+    memset(pl, 0, sizeof *pl);
+
+    /* Values and saved state live for the whole step. */
+    for (int i = 0; i < g->n_tensors; i++)
+        pl->values += align_up((size_t)g->tensors[i].numel * mpx_dtype_size(g->tensors[i].dtype));
+    for (int i = 0; i < nn; i++)
+        for (int a = 0; a < g->nodes[i].n_aux; a++)
+            pl->saved += align_up((size_t)g->nodes[i].aux_numel[a] * sizeof(float));
+    for (int i = 0; i < g->n_buffers; i++)
+        pl->saved += align_up((size_t)g->buffers[i].numel * sizeof(float));
+
+    /* Gradients and branch buffers by lifetime, in backward time t = nn - 1 - node index:
+     * written by the first consumer's backward, read by the producer's backward. */
+    mpx_arena_block *gb = calloc((size_t)g->n_tensors + 1, sizeof *gb);
+    mpx_arena_block *bb = calloc((size_t)g->n_tensors * 8 + 1, sizeof *bb);
+    if (!gb || !bb) {
+        free(gb);
+        free(bb);
+        return mpx_fail(MPX_ERR_NOMEM, "out of memory planning the graph");
+    }
+    int nbb = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        gtensor *t = &g->tensors[i];
+        if (!t->requires_grad || t->n_consumers == 0) continue;
+        int last_consumer = 0;
+        for (int c = 0; c < t->n_consumers; c++)
+            if (t->consumers[c] > last_consumer) last_consumer = t->consumers[c];
+        int first = nn - 1 - last_consumer, last = nn - 1 - t->producer;
+        size_t bytes = (size_t)t->numel * mpx_dtype_size(t->grad_dtype);
+        /* A fan-out gradient is only materialised at its producer's backward (the merge). */
+        gb[i] = (mpx_arena_block){bytes, t->n_consumers > 1 ? last : first, last, 0};
+        if (t->n_consumers > 1)
+            for (int c = 0; c < t->n_consumers; c++)
+                bb[nbb++] = (mpx_arena_block){(size_t)t->numel * sizeof(float),
+                                              nn - 1 - t->consumers[c], last, 0};
+    }
+    pl->grads = mpx_arena_plan(gb, g->n_tensors, ALIGN);
+    pl->branches = mpx_arena_plan(bb, nbb, ALIGN);
+
+    int64_t scratch = 0;
+    for (int i = 0; i < nn; i++) {
+        int64_t s = node_scratch(g, &g->nodes[i]);
+        if (s > scratch) scratch = s;
+    }
+    g->scratch_floats = (size_t)scratch;
+    pl->scratch = align_up(g->scratch_floats * sizeof(float));
+
+    for (int i = 0; i < g->n_params; i++) {
+        const mpx_param *p = &g->params[i];
+        pl->params += 2 * align_up((size_t)p->numel * sizeof(float)); /* master + grad */
+        if (p->work_dtype != MPX_F32)
+            pl->params += align_up((size_t)p->numel * mpx_dtype_size(p->work_dtype));
+    }
+    pl->total = pl->values + pl->grads + pl->branches + pl->scratch + pl->params + pl->saved;
+
+    mpx_status st = alloc_arena(g, &g->arena_values, pl->values, "activations");
+    if (st == MPX_OK) st = alloc_arena(g, &g->arena_grads, pl->grads, "gradients");
+    if (st == MPX_OK) st = alloc_arena(g, &g->arena_branches, pl->branches, "branch gradients");
+    if (st == MPX_OK) st = alloc_arena(g, (void **)&g->scratch, pl->scratch, "scratch");
+    if (st == MPX_OK) st = alloc_arena(g, &g->arena_params, pl->params, "parameters");
+    if (st == MPX_OK) st = alloc_arena(g, &g->arena_saved, pl->saved, "saved state");
+    if (st != MPX_OK) {
+        free(gb);
+        free(bb);
+        return st;
+    }
+
+    char *v = g->arena_values;
+    for (int i = 0; i < g->n_tensors; i++) {
+        gtensor *t = &g->tensors[i];
+        t->value = v;
+        v += align_up((size_t)t->numel * mpx_dtype_size(t->dtype));
+        if (gb[i].size) t->grad = (char *)g->arena_grads + gb[i].offset;
+    }
+    nbb = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        gtensor *t = &g->tensors[i];
+        if (!t->requires_grad || t->n_consumers < 2) continue;
+        for (int c = 0; c < t->n_consumers; c++)
+            t->branch[c] = (float *)((char *)g->arena_branches + bb[nbb++].offset);
+    }
+    free(gb);
+    free(bb);
+
+    char *s = g->arena_saved;
+    for (int i = 0; i < nn; i++)
+        for (int a = 0; a < g->nodes[i].n_aux; a++) {
+            g->nodes[i].aux[a] = (float *)s;
+            s += align_up((size_t)g->nodes[i].aux_numel[a] * sizeof(float));
+        }
+    for (int i = 0; i < g->n_buffers; i++) {
+        g->buffers[i].data = (float *)s;
+        s += align_up((size_t)g->buffers[i].numel * sizeof(float));
+    }
+    char *p = g->arena_params;
+    for (int i = 0; i < g->n_params; i++) {
+        mpx_param *q = &g->params[i];
+        q->master = (float *)p;
+        p += align_up((size_t)q->numel * sizeof(float));
+        q->grad = (float *)p;
+        p += align_up((size_t)q->numel * sizeof(float));
+        if (q->work_dtype != MPX_F32) {
+            q->work = p;
+            p += align_up((size_t)q->numel * mpx_dtype_size(q->work_dtype));
+        } else {
+            q->work = q->master;
+        }
+    }
+    return MPX_OK;
+}
+
+static mpx_status init_state(mpx_graph *g, uint64_t seed) {
+    int64_t biggest = 1;
+    for (int i = 0; i < g->n_params; i++)
+        if (g->params[i].numel > biggest) biggest = g->params[i].numel;
+    for (int i = 0; i < g->n_buffers; i++)
+        if (g->buffers[i].numel > biggest) biggest = g->buffers[i].numel;
+    float *host = malloc((size_t)biggest * sizeof *host);
+    if (!host) return mpx_fail(MPX_ERR_NOMEM, "out of memory initialising parameters");
+    for (int i = 0; i < g->n_params; i++) {
+        init_values(&g->params[i], seed, host);
+        g->be->upload(g->params[i].master, host, (size_t)g->params[i].numel * sizeof(float));
+    }
+    /* Batch-norm running statistics start at mean 0, variance 1. */
+    for (int i = 0; i < g->n_buffers; i++) {
+        float fill = strstr(g->buffers[i].name, "running_var") ? 1.0f : 0.0f;
+        for (int64_t k = 0; k < g->buffers[i].numel; k++) host[k] = fill;
+        g->be->upload(g->buffers[i].data, host, (size_t)g->buffers[i].numel * sizeof(float));
+    }
+    free(host);
+    return mpx_graph_sync_weights(g, 0);
+}
+
+mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device device,
+                             uint64_t seed) {
+    if (g->status != MPX_OK) return g->status;
+    if (g->compiled) return mpx_fail(MPX_ERR_INTERNAL, "graph compiled twice");
+    g->be = mpx_backend_get(device);
+    if (!g->be) return g->status = MPX_ERR_UNSUPPORTED;
+    g->prec = *prec;
+
+    for (int i = 0; i < g->n_tensors; i++) {
+        gtensor *t = &g->tensors[i];
+        const gnode *n = &g->nodes[t->producer];
+        t->dtype = t->is_label ? MPX_I32 : mpx_precision_dtype(prec, t->role);
+        t->grad_dtype = mpx_precision_dtype(prec, MPX_ROLE_ACT_GRAD);
+        t->requires_grad = !t->is_label && n->op != OP_INPUT && t->role == MPX_ROLE_ACTIVATION &&
+                           n->n_param > 0;
+        for (int k = 0; k < n->n_in && !t->requires_grad; k++)
+            t->requires_grad = g->tensors[n->in[k]].requires_grad;
+        if (t->role != MPX_ROLE_ACTIVATION) t->requires_grad = 0;
+    }
+    for (int i = 0; i < g->n_params; i++)
+        g->params[i].work_dtype = mpx_precision_dtype(prec, g->params[i].role);
+
+    /* Statistics observers: a layer's act stats are the cast of its output gradient; the loss
+     * observes the gradient it emits into its prediction input. */
+    for (int l = 0; l < g->n_layers; l++) {
+        gnode *n = &g->nodes[g->layer_node[l]];
+        gtensor *t = &g->tensors[n->seeds_gradient ? n->in[0] : n->out];
+        int slot = t->observer[0] < 0 ? 0 : 1;
+        if (t->observer[slot] >= 0)
+            return mpx_fail(MPX_ERR_INTERNAL, "tensor '%s' observed by more than two layers",
+                            t->name);
+        t->observer[slot] = l;
+    }
+
+    mpx_status st = plan_and_allocate(g);
+    if (st == MPX_OK) {
+        g->dev_stats = g->be->alloc((size_t)(g->n_layers > 0 ? g->n_layers : 1) * 2 *
+                                    sizeof(mpx_cast_stats));
+        if (!g->dev_stats) st = mpx_fail(MPX_ERR_NOMEM, "out of memory for statistics");
+    }
+    if (st == MPX_OK) {
+        g->compiled = 1;
+        st = init_state(g, seed);
+    }
+    if (st != MPX_OK) {
+        g->compiled = 0;
+        g->status = st;
+    }
+    return st;
+}
+
+void mpx_graph_free(mpx_graph *g) {
+    if (!g) return;
+    if (g->be) {
+        void *arenas[] = {g->arena_values, g->arena_grads, g->arena_branches,
+                          g->scratch,      g->arena_params, g->arena_saved, g->dev_stats};
+        for (size_t i = 0; i < sizeof arenas / sizeof *arenas; i++)
+            if (arenas[i]) g->be->free(arenas[i]);
+    }
+    free(g->tensors);
+    free(g->nodes);
+    free(g->params);
+    free(g->buffers);
+    free(g->layer_node);
+    free(g);
+}
+
+int mpx_graph_n_params(const mpx_graph *g) { return g->n_params; }
+mpx_param *mpx_graph_param(mpx_graph *g, int i) { return &g->params[i]; }
+int mpx_graph_n_buffers(const mpx_graph *g) { return g->n_buffers; }
+mpx_buffer *mpx_graph_buffer(mpx_graph *g, int i) { return &g->buffers[i]; }
+int mpx_graph_n_layers(const mpx_graph *g) { return g->n_layers; }
+int mpx_graph_loss_tensor(const mpx_graph *g) { return g->loss_tensor; }
+
+int64_t mpx_graph_param_count(const mpx_graph *g) {
+    int64_t n = 0;
+    for (int i = 0; i < g->n_params; i++) n += g->params[i].numel;
+    return n;
+}
+
+void mpx_graph_layer(const mpx_graph *g, int i, mpx_layer_info *out) {
+    const gnode *n = &g->nodes[g->layer_node[i]];
+    out->name = n->name;
+    out->kind = op_name(n->op);
+    out->params = 0;
+    for (int k = 0; k < n->n_param; k++) out->params += g->params[n->param[k]].numel;
+    out->fan_in = n->fan_in;
+}
+
+void mpx_graph_layer_scale(const mpx_graph *g, int layer, double *s_prev, double *s) {
+    const gnode *n = &g->nodes[g->layer_node[layer]];
+    *s_prev = n->s_prev;
+    *s = n->layer_scale;
+}
+
+int mpx_graph_find_tensor(const mpx_graph *g, const char *name) {
+    for (int i = 0; i < g->n_tensors; i++)
+        if (strcmp(g->tensors[i].name, name) == 0) return i;
+    return -1;
+}
+
+int mpx_graph_tensor_shape(const mpx_graph *g, int tensor, int64_t *shape) {
+    const gtensor *t = &g->tensors[tensor];
+    if (shape) memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
+    return t->ndim;
+}
+
+double mpx_graph_flops(const mpx_graph *g, int training) {
+    double f = 0;
+    for (int i = 0; i < g->n_nodes; i++) f += node_flops(g, &g->nodes[i], training);
+    return f;
+}
+
+void mpx_graph_memory(const mpx_graph *g, mpx_memory_plan *out) { *out = g->plan; }
+
+void mpx_graph_print_plan(const mpx_graph *g, FILE *f) {
+    const mpx_memory_plan *p = &g->plan;
+    const double mib = 1.0 / (1 << 20);
+    fprintf(f, "memory plan (%s, %s storage):\n", g->be ? g->be->name : "?",
+            mpx_dtype_name(g->prec.low));
+    fprintf(f, "  activations      %10.1f MiB  (%d tensors, kept for backward)\n", p->values * mib,
+            g->n_tensors);
+    fprintf(f, "  gradients        %10.1f MiB  (shared by lifetime)\n", p->grads * mib);
+    fprintf(f, "  branch gradients %10.1f MiB  (FP32, fan-out merges)\n", p->branches * mib);
+    fprintf(f, "  scratch          %10.1f MiB  (FP32 views of one op)\n", p->scratch * mib);
+    fprintf(f, "  parameters       %10.1f MiB  (%lld elements: master, gradient, working copy)\n",
+            p->params * mib, (long long)mpx_graph_param_count(g));
+    fprintf(f, "  saved state      %10.1f MiB  (norm statistics, probabilities)\n", p->saved * mib);
+    fprintf(f, "  total            %10.1f MiB\n", p->total * mib);
+}

@@ -1,0 +1,468 @@
+/* graph_exec.c — the executor: forward, backward, and the views through which ops see storage.
+ *
+ * This file is the only place that knows how tensors are stored. An op asks for FP32 views;
+ * when the backend cannot read the storage dtype natively the view is decoded into scratch,
+ * and results written into scratch are rounded into storage on commit (RNE or stochastic, per
+ * the precision policy). Every gradient commit goes through the backend's counted cast, which
+ * also applies the scale factor a gradient picks up (the loss scale at the loss, the layer's
+ * factor s under adaptive scaling) — so precision and scaling live here, not in the ops.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "graph_internal.h"
+
+/* Stochastic-rounding streams: unique per (step, tensor or parameter, kind of cast). */
+enum { RS_VALUE = 1, RS_GRAD, RS_PGRAD, RS_WEIGHT, RS_INPUT };
+static uint64_t round_stream(int64_t step, int id, int kind) {
+    return ((uint64_t)step << 24) ^ ((uint64_t)(unsigned)id << 4) ^ (uint64_t)kind;
+}
+
+static mpx_cast_spec storage_cast(const mpx_graph *g, mpx_dtype dst, uint64_t stream) {
+    mpx_cast_spec s = mpx_cast_plain(dst);
+    s.rounding = g->prec.rounding;
+    s.seed = g->prec.seed;
+    s.stream = stream;
+    s.stats_format = g->prec.stats_format;
+    return s;
+}
+
+float *scratch_take(mpx_graph *g, int64_t numel) {
+    size_t need = ((size_t)numel + 15) & ~(size_t)15;
+    if (g->scratch_used + need > g->scratch_floats) return NULL;
+    float *p = g->scratch + g->scratch_used;
+    g->scratch_used += need;
+    return p;
+}
+
+void scratch_reset(mpx_graph *g) { g->scratch_used = 0; }
+
+static mpx_status scratch_fail(const mpx_graph *g, const char *what) {
+    return mpx_fail(MPX_ERR_INTERNAL, "scratch plan too small for %s (%zu floats)", what,
+                    g->scratch_floats);
+}
+
+static mpx_tensor make_view(int ndim, const int64_t *shape, mpx_dtype dt, mpx_device dev, void *data) {
+    mpx_tensor v;
+    memset(&v, 0, sizeof v);
+    v.dtype = dt;
+    v.device = dev;
+    v.ndim = ndim;
+    memcpy(v.shape, shape, (size_t)ndim * sizeof *shape);
+    v.data = data;
+    return v;
+}
+
+/* FP32 view of `numel` elements stored as `dt` at `data`: direct when native, else decoded. */
+static mpx_status view_of(mpx_graph *g, int ndim, const int64_t *shape, mpx_dtype dt, void *data,
+                          const char *name, mpx_tensor *v) {
+    if (g->be->native(dt)) {
+        *v = make_view(ndim, shape, dt, g->be->device, data);
+        return MPX_OK;
+    }
+    int64_t n = mpx_shape_numel(ndim, shape);
+    float *f = scratch_take(g, n);
+    if (!f) return scratch_fail(g, name);
+    g->be->decode(dt, data, f, (size_t)n);
+    *v = make_view(ndim, shape, MPX_F32, g->be->device, f);
+    return MPX_OK;
+}
+
+mpx_status view_value(mpx_graph *g, int tensor, mpx_tensor *v) {
+    gtensor *t = &g->tensors[tensor];
+    return view_of(g, t->ndim, t->shape, t->dtype, t->value, t->name, v);
+}
+
+mpx_status view_output(mpx_graph *g, int tensor, mpx_tensor *v) {
+    gtensor *t = &g->tensors[tensor];
+    if (g->be->native(t->dtype)) {
+        *v = make_view(t->ndim, t->shape, t->dtype, g->be->device, t->value);
+        return MPX_OK;
+    }
+    float *f = scratch_take(g, t->numel);
+    if (!f) return scratch_fail(g, t->name);
+    *v = make_view(t->ndim, t->shape, MPX_F32, g->be->device, f);
+    return MPX_OK;
+}
+
+mpx_status commit_value(mpx_graph *g, int tensor, const mpx_tensor *v) {
+    gtensor *t = &g->tensors[tensor];
+    if (v->data == t->value) return MPX_OK;
+    mpx_cast_spec s = storage_cast(g, t->dtype, round_stream(g->step, tensor, RS_VALUE));
+    g->be->cast(&s, v->data, t->value, (size_t)t->numel);
+    return MPX_OK;
+}
+
+mpx_status view_param(mpx_graph *g, int param, mpx_tensor *v) {
+    mpx_param *p = &g->params[param];
+    return view_of(g, p->ndim, p->shape, p->work_dtype, p->work, p->name, v);
+}
+
+mpx_status view_out_grad(mpx_graph *g, gnode *n, mpx_tensor *v) {
+    gtensor *t = &g->tensors[n->out];
+    return view_of(g, t->ndim, t->shape, t->grad_dtype, t->grad, t->name, v);
+}
+
+static int consumer_slot(const gtensor *t, const gnode *g_nodes, const gnode *n, int slot) {
+    /* The k-th appearance of n among t's consumers matches n's k-th input slot reading t. */
+    int node = (int)(n - g_nodes), k = 0;
+    for (int s = 0; s < slot; s++)
+        if (n->in[s] == n->in[slot]) k++;
+    for (int c = 0; c < t->n_consumers; c++)
+        if (t->consumers[c] == node && k-- == 0) return c;
+    return -1;
+}
+
+mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
+    gtensor *t = &g->tensors[n->in[slot]];
+    if (!t->requires_grad) {
+        *v = make_view(t->ndim, t->shape, MPX_F32, g->be->device, NULL);
+        return MPX_OK;
+    }
+    if (t->n_consumers > 1) {
+        int c = consumer_slot(t, g->nodes, n, slot);
+        *v = make_view(t->ndim, t->shape, MPX_F32, g->be->device, t->branch[c]);
+        return MPX_OK;
+    }
+    if (g->be->native(t->grad_dtype)) {
+        *v = make_view(t->ndim, t->shape, t->grad_dtype, g->be->device, t->grad);
+        return MPX_OK;
+    }
+    float *f = scratch_take(g, t->numel);
+    if (!f) return scratch_fail(g, t->name);
+    *v = make_view(t->ndim, t->shape, MPX_F32, g->be->device, f);
+    return MPX_OK;
+}
+
+static mpx_cast_stats *act_stats(mpx_graph *g, const gtensor *t) {
+    return g->bw->stats && t->observer[0] >= 0 ? &g->dev_stats[2 * t->observer[0]] : NULL;
+}
+
+/* The cast that writes tensor t's gradient (counted for its observers). */
+static void cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier) {
+    gtensor *t = &g->tensors[tensor];
+    mpx_cast_spec s = storage_cast(g, t->grad_dtype, round_stream(g->step, tensor, RS_GRAD));
+    s.scale = (float)multiplier;
+    s.stats = act_stats(g, t);
+    if (src != t->grad || s.scale != 1.0f || s.stats) g->be->cast(&s, src, t->grad, (size_t)t->numel);
+    if (s.stats && t->observer[1] >= 0)
+        g->be->copy(&g->dev_stats[2 * t->observer[1]], s.stats, sizeof(mpx_cast_stats));
+}
+
+mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v) {
+    gtensor *t = &g->tensors[n->in[slot]];
+    if (!v->data) return MPX_OK;
+    /* The op computed its result from the stored dy (carrying s_prev); the loss computed its
+     * gradient from nothing scaled, so it multiplies by the whole seed scale. */
+    double multiplier = n->layer_scale * (n->seeds_gradient ? n->s_prev : 1.0);
+    double carried = n->s_prev * n->layer_scale;
+    if (t->n_consumers > 1) {
+        int c = consumer_slot(t, g->nodes, n, slot);
+        if (multiplier != 1.0) {
+            mpx_cast_spec s = mpx_cast_plain(MPX_F32);
+            s.scale = (float)multiplier;
+            g->be->cast(&s, v->data, v->data, (size_t)t->numel);
+        }
+        t->branch_scale[c] = carried;
+        t->branch_ready |= 1u << c;
+        return MPX_OK;
+    }
+    cast_grad(g, n->in[slot], v->data, multiplier);
+    t->grad_scale = carried;
+    t->grad_ready = 1;
+    return MPX_OK;
+}
+
+mpx_status view_param_grad(mpx_graph *g, int param, mpx_tensor *v) {
+    mpx_param *p = &g->params[param];
+    float *f = scratch_take(g, p->numel);
+    if (!f) return scratch_fail(g, p->name);
+    *v = make_view(p->ndim, p->shape, MPX_F32, g->be->device, f);
+    return MPX_OK;
+}
+
+mpx_status commit_param_grad(mpx_graph *g, gnode *n, int param, const mpx_tensor *v) {
+    mpx_param *p = &g->params[param];
+    /* Round the contribution into the parameter's gradient storage (counted), then unscale by
+     * the S it carries and accumulate in FP32. */
+    mpx_cast_spec s = storage_cast(g, p->work_dtype, round_stream(g->step, param, RS_PGRAD));
+    s.stats = g->bw->stats && n->layer >= 0 ? &g->dev_stats[2 * n->layer + 1] : NULL;
+    void *stored = v->data;
+    if (p->work_dtype != MPX_F32) {
+        stored = scratch_take(g, (p->numel * (int64_t)mpx_dtype_size(p->work_dtype) + 3) / 4);
+        if (!stored) return scratch_fail(g, p->name);
+    }
+    if (stored != v->data || s.stats) g->be->cast(&s, v->data, stored, (size_t)p->numel);
+    int fp16_unscale = g->bw->scaling && g->bw->scaling->unscale_fp16;
+    g->nonfinite += g->be->unscale_accumulate(p->work_dtype, stored, (size_t)p->numel,
+                                              1.0 / n->s_prev, fp16_unscale, p->grad);
+    return MPX_OK;
+}
+
+/* ---- forward ---- */
+
+mpx_status mpx_graph_forward(mpx_graph *g, int training) {
+    if (!g->compiled) return mpx_fail(MPX_ERR_INTERNAL, "graph not compiled");
+    for (int i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->op == OP_INPUT) continue;
+        scratch_reset(g);
+        mpx_status st = node_forward(g, n, training);
+        if (st != MPX_OK) return mpx_fail_context(st, "forward of %s '%s'", op_name(n->op), n->name);
+    }
+    if (g->loss_tensor >= 0)
+        g->be->download(&g->loss_value, g->tensors[g->loss_tensor].value, sizeof(float));
+    return MPX_OK;
+}
+
+float mpx_graph_loss(const mpx_graph *g) { return g->loss_value; }
+
+/* ---- backward ---- */
+
+/* Sum a fan-out tensor's FP32 branch contributions (rescaled to one target scale under
+ * adaptive scaling, REFERENCE.md §3 step 10) and cast the sum into its gradient storage. */
+static mpx_status merge_branches(mpx_graph *g, int tensor) {
+    gtensor *t = &g->tensors[tensor];
+    int idx[8], k = 0;
+    double S[8], absmax[8];
+    for (int c = 0; c < t->n_consumers; c++)
+        if (t->branch_ready & (1u << c)) {
+            idx[k] = c;
+            S[k] = t->branch_scale[c];
+            absmax[k] = 0;
+            k++;
+        }
+    if (k == 0) return MPX_OK;
+    double target = S[0];
+    if (g->layerwise) {
+        for (int i = 0; i < k; i++) {
+            mpx_moments m;
+            g->be->moments(t->branch[idx[i]], (size_t)t->numel, &m);
+            absmax[i] = m.all_finite ? m.absmax : INFINITY;
+        }
+        target = mpx_als_merge_target(g->bw->scaling, k, S, absmax);
+    } else {
+        for (int i = 1; i < k; i++)
+            if (S[i] != S[0])
+                return mpx_fail(MPX_ERR_INTERNAL, "branches of '%s' carry scales %g and %g",
+                                t->name, S[0], S[i]);
+    }
+    float *acc = t->branch[idx[0]];
+    for (int i = 0; i < k; i++) {
+        float *b = t->branch[idx[i]];
+        if (target != S[i]) {
+            mpx_cast_spec s = mpx_cast_plain(MPX_F32);
+            s.scale = (float)(target / S[i]);
+            g->be->cast(&s, b, b, (size_t)t->numel);
+        }
+        if (i > 0) g->be->accumulate(acc, b, (size_t)t->numel);
+    }
+    cast_grad(g, tensor, acc, 1.0);
+    t->grad_scale = target;
+    t->grad_ready = 1;
+    return MPX_OK;
+}
+
+static void moments_into(const mpx_graph *g, const mpx_tensor *v, mpx_moments *m) {
+    g->be->moments(v->data, (size_t)mpx_tensor_numel(v), m);
+}
+
+/* The adaptive factor s of a conv/linear node from its incoming gradient and weight. */
+static void layer_factor(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *w,
+                         const mpx_moments *mg, const mpx_moments *mw) {
+    const mpx_scaling_cfg *c = g->bw->scaling;
+    n->layer_scale = 1.0;
+    if (!g->layerwise || !n->is_gemm_layer) return;
+    int every = c->update_every > 0 ? c->update_every : 1;
+    if (!n->als_valid || g->step % every == 0) {
+        mpx_moments a, b;
+        if (!mg) {
+            moments_into(g, dy, &a);
+            mg = &a;
+        }
+        if (!mw) {
+            moments_into(g, w, &b);
+            mw = &b;
+        }
+        mpx_als_inputs in = {mg->mean, mg->std, mw->mean, mw->std, mg->min, mg->max,
+                             mw->min,  mw->max, n->fan_in, 0};
+        if (c->method == MPX_SCALING_ADAPTIVE_QUANTILE) {
+            int64_t numel = mpx_tensor_numel(dy);
+            float *tmp = scratch_take(g, numel);
+            in.q_abs_g = tmp ? g->be->abs_quantile(dy->data, (size_t)numel, c->quantile, tmp) : 0;
+            n->als_unbound = mpx_als_quantile_unbound(c, &in);
+        } else {
+            n->als_unbound = mpx_als_unbound(c, &in);
+        }
+        n->als_valid = 1;
+    }
+    n->layer_scale = mpx_als_bound(c, n->als_unbound, n->s_prev);
+}
+
+static void set_g_stats(mpx_layer_stats *ls, const mpx_moments *m) {
+    ls->g_mean = (float)m->mean;
+    ls->g_std = (float)m->std;
+    ls->g_min = m->min;
+    ls->g_max = m->max;
+}
+
+static mpx_status backward_node(mpx_graph *g, gnode *n) {
+    gtensor *out = &g->tensors[n->out];
+    mpx_layer_stats *ls = g->bw->stats && n->layer >= 0 ? &g->bw->stats[n->layer] : NULL;
+    scratch_reset(g);
+    if (n->seeds_gradient) {
+        n->s_prev = g->bw->loss_scale;
+    } else {
+        if (out->n_consumers > 1) MPX_TRY(merge_branches(g, n->out));
+        if (!out->grad_ready) return MPX_OK; /* no gradient reaches this node */
+        n->s_prev = out->grad_scale;
+    }
+    n->layer_scale = 1.0;
+
+    mpx_tensor dy, w0;
+    memset(&dy, 0, sizeof dy);
+    memset(&w0, 0, sizeof w0);
+    if (!n->seeds_gradient) MPX_TRY(view_out_grad(g, n, &dy));
+    if (n->n_param > 0) MPX_TRY(view_param(g, n->param[0], &w0));
+
+    mpx_moments mg, mw, *pmg = NULL, *pmw = NULL;
+    if (ls && !n->seeds_gradient) {
+        moments_into(g, &dy, pmg = &mg);
+        set_g_stats(ls, &mg);
+        if (n->n_param > 0) {
+            moments_into(g, &w0, pmw = &mw);
+            ls->w_mean = (float)mw.mean;
+            ls->w_std = (float)mw.std;
+            ls->w_min = mw.min;
+            ls->w_max = mw.max;
+        }
+    }
+    layer_factor(g, n, &dy, &w0, pmg, pmw);
+
+    MPX_TRY(node_backward(g, n, n->seeds_gradient ? NULL : &dy, n->n_param > 0 ? &w0 : NULL));
+
+    if (ls) {
+        ls->scale = n->s_prev;
+        ls->layer_scale = n->layer_scale;
+        if (n->seeds_gradient) {
+            /* The loss row describes the gradient it emitted, as stored. */
+            gtensor *in = &g->tensors[n->in[0]];
+            mpx_tensor e;
+            scratch_reset(g);
+            if (in->n_consumers > 1) {
+                int c = consumer_slot(in, g->nodes, n, 0);
+                e = make_view(in->ndim, in->shape, MPX_F32, g->be->device, in->branch[c]);
+            } else {
+                MPX_TRY(view_of(g, in->ndim, in->shape, in->grad_dtype, in->grad, in->name, &e));
+            }
+            moments_into(g, &e, &mg);
+            set_g_stats(ls, &mg);
+        }
+    }
+    return MPX_OK;
+}
+
+mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t *nonfinite) {
+    if (!g->compiled) return mpx_fail(MPX_ERR_INTERNAL, "graph not compiled");
+    if (g->loss_tensor < 0) return mpx_fail(MPX_ERR_INPUT, "the graph has no loss to differentiate");
+    if (o->loss_scale <= 0 || !isfinite(o->loss_scale))
+        return mpx_fail(MPX_ERR_INPUT, "loss scale %g is not a positive finite number", o->loss_scale);
+    g->bw = o;
+    g->layerwise = o->scaling && mpx_scaling_is_layerwise(o->scaling->method);
+    g->step = o->step;
+    g->nonfinite = 0;
+    for (int i = 0; i < g->n_params; i++)
+        g->be->zero(g->params[i].grad, (size_t)g->params[i].numel * sizeof(float));
+    for (int i = 0; i < g->n_tensors; i++) {
+        g->tensors[i].grad_ready = 0;
+        g->tensors[i].branch_ready = 0;
+    }
+    if (o->stats) {
+        memset(o->stats, 0, (size_t)g->n_layers * sizeof *o->stats);
+        g->be->zero(g->dev_stats, (size_t)g->n_layers * 2 * sizeof(mpx_cast_stats));
+    }
+    mpx_status st = MPX_OK;
+    for (int i = g->n_nodes - 1; i >= 0 && st == MPX_OK; i--) {
+        gnode *n = &g->nodes[i];
+        if (n->op == OP_INPUT) continue;
+        st = backward_node(g, n);
+        if (st != MPX_OK) st = mpx_fail_context(st, "backward of %s '%s'", op_name(n->op), n->name);
+    }
+    if (st == MPX_OK && o->stats)
+        for (int l = 0; l < g->n_layers; l++) {
+            g->be->download(&o->stats[l].act, &g->dev_stats[2 * l], sizeof(mpx_cast_stats));
+            g->be->download(&o->stats[l].wgrad, &g->dev_stats[2 * l + 1], sizeof(mpx_cast_stats));
+        }
+    g->bw = NULL;
+    if (nonfinite) *nonfinite = g->nonfinite;
+    return st;
+}
+
+/* ---- host I/O and weights ---- */
+
+mpx_status mpx_graph_sync_weights(mpx_graph *g, int64_t step) {
+    for (int i = 0; i < g->n_params; i++) {
+        mpx_param *p = &g->params[i];
+        if (p->work == (void *)p->master) continue;
+        mpx_cast_spec s = storage_cast(g, p->work_dtype, round_stream(step, i, RS_WEIGHT));
+        g->be->cast(&s, p->master, p->work, (size_t)p->numel);
+    }
+    return MPX_OK;
+}
+
+mpx_status mpx_graph_set_input(mpx_graph *g, int tensor, const void *host, mpx_dtype dtype,
+                               int64_t count) {
+    if (tensor < 0 || tensor >= g->n_tensors || g->nodes[g->tensors[tensor].producer].op != OP_INPUT)
+        return mpx_fail(MPX_ERR_INPUT, "tensor %d is not a graph input", tensor);
+    gtensor *t = &g->tensors[tensor];
+    if (count != t->numel)
+        return mpx_fail(MPX_ERR_INPUT, "input '%s' holds %lld elements, got %lld", t->name,
+                        (long long)t->numel, (long long)count);
+    if (t->is_label) {
+        if (dtype != MPX_I32) return mpx_fail(MPX_ERR_INPUT, "labels '%s' must be i32", t->name);
+        g->be->upload(t->value, host, (size_t)count * sizeof(int32_t));
+        return MPX_OK;
+    }
+    if (dtype != MPX_F32) return mpx_fail(MPX_ERR_INPUT, "input '%s' takes f32 data", t->name);
+    if (t->dtype == MPX_F32) {
+        g->be->upload(t->value, host, (size_t)count * sizeof(float));
+        return MPX_OK;
+    }
+    scratch_reset(g);
+    float *f = scratch_take(g, count);
+    if (!f) return scratch_fail(g, t->name);
+    g->be->upload(f, host, (size_t)count * sizeof(float));
+    mpx_cast_spec s = storage_cast(g, t->dtype, round_stream(g->step, tensor, RS_INPUT));
+    g->be->cast(&s, f, t->value, (size_t)count);
+    return MPX_OK;
+}
+
+static mpx_status read_stored(mpx_graph *g, const gtensor *t, mpx_dtype dt, void *data, double div,
+                              float *host) {
+    if (!data) return mpx_fail(MPX_ERR_INPUT, "tensor '%s' has no such buffer", t->name);
+    scratch_reset(g);
+    float *f = scratch_take(g, t->numel);
+    if (!f) return scratch_fail(g, t->name);
+    g->be->decode(dt, data, f, (size_t)t->numel);
+    if (div != 1.0) {
+        mpx_cast_spec s = mpx_cast_plain(MPX_F32);
+        s.scale = (float)(1.0 / div);
+        g->be->cast(&s, f, f, (size_t)t->numel);
+    }
+    g->be->download(host, f, (size_t)t->numel * sizeof(float));
+    return MPX_OK;
+}
+
+mpx_status mpx_graph_read(const mpx_graph *cg, int tensor, float *host) {
+    mpx_graph *g = (mpx_graph *)cg; /* reading uses the scratch arena */
+    const gtensor *t = &g->tensors[tensor];
+    if (t->is_label) return mpx_fail(MPX_ERR_INPUT, "'%s' holds labels", t->name);
+    return read_stored(g, t, t->dtype, t->value, 1.0, host);
+}
+
+mpx_status mpx_graph_read_grad(const mpx_graph *cg, int tensor, float *host) {
+    mpx_graph *g = (mpx_graph *)cg;
+    const gtensor *t = &g->tensors[tensor];
+    if (!t->grad_ready) return mpx_fail(MPX_ERR_INPUT, "tensor '%s' has no gradient", t->name);
+    return read_stored(g, t, t->grad_dtype, t->grad, t->grad_scale, host);
+}

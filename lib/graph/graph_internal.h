@@ -1,0 +1,141 @@
+/* graph_internal.h — the graph's data structures, shared by build, compile and execute. */
+#ifndef MPX_GRAPH_INTERNAL_H
+#define MPX_GRAPH_INTERNAL_H
+
+#include "mpx/backend.h"
+#include "mpx/graph.h"
+
+enum { MAX_IN = 4, MAX_PARAMS = 4, MAX_AUX = 4 };
+
+typedef enum {
+    OP_INPUT = 0,
+    OP_CONV2D,
+    OP_BATCHNORM,
+    OP_RELU,
+    OP_MAXPOOL2D,
+    OP_AVGPOOL_GLOBAL,
+    OP_LINEAR,
+    OP_ADD,
+    OP_SOFTMAX_CE,
+    OP_COUNT
+} op_kind;
+
+typedef struct {
+    char name[MPX_NAME_MAX];
+    int ndim;
+    int64_t shape[MPX_MAX_DIMS];
+    int64_t numel;
+    mpx_tensor_role role;    /* ACTIVATION, or REDUCTION for losses */
+    int is_label;            /* I32 labels: no gradient, never cast */
+    mpx_dtype dtype;         /* storage of the value (compile) */
+    mpx_dtype grad_dtype;    /* storage of the gradient (compile) */
+    int producer;            /* node index */
+    int n_consumers;
+    int consumers[8];        /* node indices (a consumer appears once per input slot) */
+    int requires_grad;
+    void *value;
+    void *grad;              /* NULL when !requires_grad */
+    float *branch[8];        /* FP32 contributions when n_consumers > 1 */
+    double branch_scale[8];
+    double grad_scale;       /* S carried by the gradient in `grad` */
+    int grad_ready;          /* this backward pass wrote `grad` */
+    unsigned branch_ready;   /* bit c: consumer c wrote branch[c] */
+    int observer[2];         /* observed layers whose act stats are this gradient's cast */
+    size_t grad_bytes, branch_bytes;
+} gtensor;
+
+typedef union {
+    mpx_conv2d_attr conv;
+    mpx_batchnorm_attr bn;
+    mpx_pool2d_attr pool;
+} op_attr;
+
+typedef struct {
+    op_kind op;
+    char name[MPX_NAME_MAX];
+    int in[MAX_IN];
+    int n_in;
+    int out;
+    int param[MAX_PARAMS];
+    int n_param;
+    int buffer[2];           /* BN running mean/var (indices into g->buffers), -1 when none */
+    float *aux[MAX_AUX];     /* saved FP32 state: BN mean/invstd, CE probs + loss */
+    int64_t aux_numel[MAX_AUX];
+    int n_aux;
+    op_attr attr;
+    int layer;               /* observed-layer index or -1 */
+    int is_gemm_layer;       /* conv / linear: adaptive scaling gives it a factor */
+    int seeds_gradient;      /* the loss: its backward starts the gradient flow */
+    int64_t fan_in;
+    /* per-node precision state */
+    double s_prev;           /* scale of the gradient entering the backward (last step) */
+    double layer_scale;      /* the node's factor s (last step) */
+    double als_unbound;      /* cached unbound factor between adaptive updates */
+    int als_valid;
+} gnode;
+
+struct mpx_graph {
+    mpx_status status;       /* sticky builder/compile error */
+    gtensor *tensors;
+    int n_tensors, cap_tensors;
+    gnode *nodes;
+    int n_nodes, cap_nodes;
+    mpx_param *params;
+    int n_params, cap_params;
+    mpx_buffer *buffers;
+    int n_buffers, cap_buffers;
+    int *layer_node;         /* observed layer -> node */
+    int n_layers;
+    int loss_tensor;
+
+    /* after compile */
+    int compiled;
+    mpx_precision prec;
+    const mpx_backend *be;
+    void *arena_values, *arena_grads, *arena_branches, *arena_saved, *arena_params;
+    float *scratch;
+    size_t scratch_floats, scratch_used;
+    mpx_memory_plan plan;
+    mpx_cast_stats *dev_stats;     /* backend copy of [n_layers][2] cast stats (act, wgrad) */
+    float loss_value;
+
+    /* the backward pass in progress */
+    const mpx_backward_opts *bw;
+    int layerwise;                 /* adaptive scaling: per-layer factors and merges */
+    int64_t step;
+    int64_t nonfinite;
+};
+
+/* Builder helpers (graph_build.c). */
+int graph_fail(mpx_graph *g, mpx_status st);
+
+/* Per-op execution (graph_ops.c): forward and backward of one node. The executor hands the
+ * backward the FP32 view of the incoming gradient (NULL for the loss, which seeds it) and of
+ * the node's first parameter (NULL when it has none). */
+mpx_status node_forward(mpx_graph *g, gnode *n, int training);
+mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *w0);
+double node_flops(const mpx_graph *g, const gnode *n, int training);
+const char *op_name(op_kind op);
+
+/* Execution views (graph_exec.c): the only place that knows about storage formats. */
+/* FP32 view of a tensor's value (decoded into scratch when the backend cannot read it). */
+mpx_status view_value(mpx_graph *g, int tensor, mpx_tensor *v);
+/* FP32 view to write a node's output value; commit_value rounds it into storage. */
+mpx_status view_output(mpx_graph *g, int tensor, mpx_tensor *v);
+mpx_status commit_value(mpx_graph *g, int tensor, const mpx_tensor *v);
+/* FP32 view of a parameter's working copy. */
+mpx_status view_param(mpx_graph *g, int param, mpx_tensor *v);
+/* FP32 view of the gradient entering node n's backward (merged and cast already). */
+mpx_status view_out_grad(mpx_graph *g, gnode *n, mpx_tensor *v);
+/* FP32 view to write the gradient for input slot i of node n; NULL data when not needed. */
+mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
+mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v);
+/* FP32 view to write node n's contribution to a parameter gradient; commit counts the cast
+ * into the parameter's storage, unscales by S_prev and accumulates into param.grad. */
+mpx_status view_param_grad(mpx_graph *g, int param, mpx_tensor *v);
+mpx_status commit_param_grad(mpx_graph *g, gnode *n, int param, const mpx_tensor *v);
+/* Scratch is a bump allocator reset per node. */
+float *scratch_take(mpx_graph *g, int64_t numel);
+void scratch_reset(mpx_graph *g);
+
+#endif

@@ -1,0 +1,55 @@
+/* precision.c — the precision policy: role -> storage dtype. */
+#include "mpx/precision.h"
+
+#include <string.h>
+
+int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *rounding_name,
+                       uint64_t seed) {
+    memset(p, 0, sizeof *p);
+    if (strcmp(mode_name, "fp32") == 0) {
+        p->mode = MPX_MODE_FP32;
+        p->low = MPX_F32;
+        p->stats_format = MPX_F16;
+    } else if (strcmp(mode_name, "fp16") == 0) {
+        p->mode = MPX_MODE_FP16;
+        p->low = MPX_F16;
+        p->stats_format = MPX_F16;
+    } else if (strcmp(mode_name, "bf16") == 0) {
+        p->mode = MPX_MODE_BF16;
+        p->low = MPX_BF16;
+        p->stats_format = MPX_BF16;
+    } else {
+        return -1;
+    }
+    if (strcmp(rounding_name, "rne") == 0)
+        p->rounding = MPX_ROUND_RNE;
+    else if (strcmp(rounding_name, "stochastic") == 0)
+        p->rounding = MPX_ROUND_STOCHASTIC;
+    else
+        return -1;
+    p->seed = seed;
+    return 0;
+}
+
+mpx_dtype mpx_precision_dtype(const mpx_precision *p, mpx_tensor_role role) {
+    switch (role) {
+    case MPX_ROLE_ACTIVATION:
+    case MPX_ROLE_ACT_GRAD:
+    case MPX_ROLE_WEIGHT:
+    case MPX_ROLE_WEIGHT_GRAD: return p->low;
+    case MPX_ROLE_NORM_PARAM:
+    case MPX_ROLE_MASTER:
+    case MPX_ROLE_REDUCTION:
+    case MPX_ROLE_COUNT: break;
+    }
+    return MPX_F32;
+}
+
+const char *mpx_precision_mode_name(mpx_precision_mode m) {
+    switch (m) {
+    case MPX_MODE_FP32: return "fp32";
+    case MPX_MODE_FP16: return "fp16";
+    case MPX_MODE_BF16: return "bf16";
+    }
+    return "?";
+}

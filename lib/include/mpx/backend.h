@@ -1,0 +1,90 @@
+/* backend.h — the one interface behind which CPU and CUDA live.
+ *
+ * The executor talks only to an mpx_backend: memory, the counted cast, reductions and the
+ * operators, all with the signatures of ops.h / numerics.h. A backend states which storage
+ * dtypes its operators read and write natively; for the others the executor decodes into FP32
+ * scratch and rounds results on write — that is how the CPU emulates FP16 and BF16 exactly.
+ * A NULL operator means "not implemented on this backend" and is reported as such.
+ */
+#ifndef MPX_BACKEND_H
+#define MPX_BACKEND_H
+
+#include <stddef.h>
+
+#include "mpx/error.h"
+#include "mpx/numerics.h"
+#include "mpx/ops.h"
+#include "mpx/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mpx_backend {
+    const char *name;
+    mpx_device device;
+    /* 1 when the operators read and write `t` directly (F32 always). */
+    int (*native)(mpx_dtype t);
+
+    /* memory: alloc returns zeroed memory or NULL */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*zero)(void *p, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);          /* same device */
+    void (*upload)(void *dst, const void *host, size_t bytes);
+    void (*download)(void *host, const void *src, size_t bytes);
+
+    /* numerics */
+    void (*cast)(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);
+    void (*decode)(mpx_dtype src_dtype, const void *src, float *dst, size_t n);
+    void (*moments)(const float *x, size_t n, mpx_moments *out);
+    float (*abs_quantile)(const float *x, size_t n, double q, float *scratch);
+    /* acc[i] += x[i] for n elements (FP32). */
+    void (*accumulate)(float *acc, const float *x, size_t n);
+    /* acc[i] += decode(g[i]) * inv_scale, with the product rounded back to `g_dtype` first when
+     * round_to_storage is set (the 2019 code's FP16 unscale); returns non-finite count. */
+    int64_t (*unscale_accumulate)(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
+                                  int round_to_storage, float *acc);
+
+    /* operators (ops.h) */
+    mpx_status (*conv2d_forward)(const mpx_conv2d_attr *, const mpx_tensor *, const mpx_tensor *,
+                                 const mpx_tensor *, mpx_tensor *);
+    mpx_status (*conv2d_backward_data)(const mpx_conv2d_attr *, const mpx_tensor *,
+                                       const mpx_tensor *, mpx_tensor *);
+    mpx_status (*conv2d_backward_weights)(const mpx_conv2d_attr *, const mpx_tensor *,
+                                          const mpx_tensor *, mpx_tensor *, mpx_tensor *);
+    mpx_status (*batchnorm_forward)(const mpx_batchnorm_attr *, const mpx_tensor *,
+                                    const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
+                                    mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *);
+    mpx_status (*batchnorm_backward)(const mpx_batchnorm_attr *, const mpx_tensor *,
+                                     const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
+                                     const mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *);
+    mpx_status (*relu_forward)(const mpx_tensor *, mpx_tensor *);
+    mpx_status (*relu_backward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*maxpool2d_forward)(const mpx_pool2d_attr *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*maxpool2d_backward)(const mpx_pool2d_attr *, const mpx_tensor *,
+                                     const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*avgpool_global_forward)(const mpx_tensor *, mpx_tensor *);
+    mpx_status (*avgpool_global_backward)(const mpx_tensor *, mpx_tensor *);
+    mpx_status (*linear_forward)(const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
+                                 mpx_tensor *);
+    mpx_status (*linear_backward_data)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*linear_backward_weights)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
+                                          mpx_tensor *);
+    mpx_status (*add_forward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*softmax_ce_forward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
+                                     mpx_tensor *);
+    mpx_status (*softmax_ce_backward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+} mpx_backend;
+
+/* The backend for a device, or NULL (with a message) when it is not built or has no device. */
+const mpx_backend *mpx_backend_get(mpx_device device);
+const mpx_backend *mpx_backend_cpu(void);
+/* 1 when the CUDA backend was compiled into this build. */
+int mpx_backend_cuda_built(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,159 @@
+/* graph.h — the static graph: builder, compilation (memory plan), forward/backward executor.
+ *
+ * A model builder calls the mpx_g_* functions once; each appends a node (so the build order is
+ * a topological order) and returns the id of its output tensor, or -1 after the first error
+ * (which mpx_graph_status reports: errors are sticky, so a builder checks once at the end).
+ * mpx_graph_compile resolves every tensor's storage dtype from the precision policy, plans
+ * all activation, gradient and scratch buffers into arenas and initialises the parameters;
+ * after it, a training step allocates nothing.
+ *
+ * Backward runs in reverse build order. Where a tensor fans out, the consumers' gradient
+ * contributions are kept in FP32 and summed (under adaptive scaling: rescaled to a common
+ * scale first) before the ONE counted cast into the tensor's gradient storage. Every other
+ * gradient is rounded to storage when its producer writes it. Parameter gradients are
+ * rounded to their storage format (counted), unscaled by the S that produced them, and
+ * accumulated in FP32 into mpx_param.grad.
+ */
+#ifndef MPX_GRAPH_H
+#define MPX_GRAPH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mpx/error.h"
+#include "mpx/precision.h"
+#include "mpx/scaling.h"
+#include "mpx/stats.h"
+#include "mpx/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { MPX_NAME_MAX = 64 };
+
+typedef struct mpx_graph mpx_graph;
+
+typedef enum { MPX_INPUT_DATA = 0, MPX_INPUT_LABELS } mpx_input_kind;
+
+typedef enum { MPX_INIT_CONST = 0, MPX_INIT_NORMAL, MPX_INIT_UNIFORM } mpx_init_kind;
+typedef struct {
+    mpx_init_kind kind;
+    float a; /* CONST: the value; NORMAL: std (mean 0); UNIFORM: bound b for U(-b, b) */
+} mpx_init;
+
+/* A trainable parameter. master and grad are FP32 host/device arrays of numel elements;
+ * grad holds the UNSCALED gradient after mpx_graph_backward. */
+typedef struct {
+    char name[MPX_NAME_MAX];
+    int ndim;
+    int64_t shape[4];
+    int64_t numel;
+    mpx_tensor_role role;  /* MPX_ROLE_WEIGHT (conv/linear weight, bias) or MPX_ROLE_NORM_PARAM */
+    mpx_dtype work_dtype;  /* storage of the working copy the ops read */
+    int decay;             /* 1: weight decay applies (weights; not biases or norm parameters) */
+    mpx_init init;
+    int node;
+    float *master;
+    void *work;            /* == master when work_dtype is F32 */
+    float *grad;
+} mpx_param;
+
+/* A non-trainable state buffer saved in checkpoints (batch-norm running statistics). */
+typedef struct {
+    char name[MPX_NAME_MAX];
+    int64_t numel;
+    float *data;
+} mpx_buffer;
+
+/* One observed layer (a node with parameters, or the loss), in forward order. */
+typedef struct {
+    const char *name;
+    const char *kind;   /* "conv2d", "linear", "batchnorm", "softmax_ce", ... */
+    int64_t params;     /* number of parameter elements */
+    int64_t fan_in;     /* reduction length of the data-gradient GEMM (0 when none) */
+} mpx_layer_info;
+
+/* ---- building ---- */
+mpx_graph *mpx_graph_new(void);
+void mpx_graph_free(mpx_graph *g);
+/* MPX_OK, or the first builder/compile error (its message is in mpx_error_message()). */
+mpx_status mpx_graph_status(const mpx_graph *g);
+
+/* x [N,H,W,C] (data) or labels [N] / [N,T]. */
+int mpx_g_input(mpx_graph *g, const char *name, mpx_input_kind kind, int ndim, const int64_t *shape);
+/* y [N,OH,OW,K]; weight [KH,KW,C,K] He-normal (fan_out, as torchvision); optional bias [K]. */
+int mpx_g_conv2d(mpx_graph *g, const char *name, int x, int out_channels, int kh, int kw,
+                 int stride, int pad, int bias);
+/* Batch-norm over channels; gamma [C] = gamma_init, beta [C] = 0; running mean 0, var 1. */
+int mpx_g_batchnorm(mpx_graph *g, const char *name, int x, float eps, float momentum,
+                    float gamma_init);
+int mpx_g_relu(mpx_graph *g, const char *name, int x);
+int mpx_g_maxpool2d(mpx_graph *g, const char *name, int x, int kernel, int stride, int pad);
+/* [N,H,W,C] -> [N,C] */
+int mpx_g_avgpool_global(mpx_graph *g, const char *name, int x);
+/* [.., IN] -> [.., OUT]; weight [IN,OUT] and bias U(-1/sqrt(IN), 1/sqrt(IN)) (PyTorch default). */
+int mpx_g_linear(mpx_graph *g, const char *name, int x, int out_features, int bias);
+int mpx_g_add(mpx_graph *g, const char *name, int a, int b);
+/* Mean softmax cross-entropy of logits [M,K] against labels [M]; returns the scalar loss
+ * tensor and makes it the graph's loss. */
+int mpx_g_softmax_ce(mpx_graph *g, const char *name, int logits, int labels);
+/* Override the initialiser of the named parameter (e.g. zero-init of a block's last BN gamma). */
+mpx_status mpx_g_set_init(mpx_graph *g, const char *param_name, mpx_init init);
+
+/* ---- compiling ---- */
+mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *p, mpx_device device,
+                             uint64_t seed);
+
+/* ---- running ---- */
+/* Copy a host batch into an input: F32 data is cast to the input's storage dtype (RNE),
+ * labels are I32. `count` elements must equal the input's size. */
+mpx_status mpx_graph_set_input(mpx_graph *g, int tensor, const void *host, mpx_dtype dtype,
+                               int64_t count);
+mpx_status mpx_graph_forward(mpx_graph *g, int training);
+float mpx_graph_loss(const mpx_graph *g);
+/* Decode a tensor's value into host FP32 (numel elements). */
+mpx_status mpx_graph_read(const mpx_graph *g, int tensor, float *host);
+/* Decode a tensor's gradient into host FP32 (unscaled: divided by the scale it carries). */
+mpx_status mpx_graph_read_grad(const mpx_graph *g, int tensor, float *host);
+
+typedef struct {
+    const mpx_scaling_cfg *scaling; /* method and its knobs (NULL: no scaling) */
+    double loss_scale;              /* S0: the scale the loss gradient carries */
+    int64_t step;                   /* global step: adaptive update_every, rounding streams */
+    mpx_layer_stats *stats;         /* [mpx_graph_n_layers] on statistics steps, else NULL */
+} mpx_backward_opts;
+/* Zeroes every parameter gradient, runs the backward pass, leaves unscaled FP32 gradients in
+ * mpx_param.grad; *nonfinite = number of non-finite parameter-gradient elements. */
+mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t *nonfinite);
+/* Round the FP32 masters into the working copies (after every optimizer update). */
+mpx_status mpx_graph_sync_weights(mpx_graph *g, int64_t step);
+
+/* ---- inspecting ---- */
+int mpx_graph_n_params(const mpx_graph *g);
+mpx_param *mpx_graph_param(mpx_graph *g, int i);
+int64_t mpx_graph_param_count(const mpx_graph *g); /* total parameter elements */
+int mpx_graph_n_buffers(const mpx_graph *g);
+mpx_buffer *mpx_graph_buffer(mpx_graph *g, int i);
+int mpx_graph_n_layers(const mpx_graph *g);
+void mpx_graph_layer(const mpx_graph *g, int i, mpx_layer_info *out);
+int mpx_graph_find_tensor(const mpx_graph *g, const char *name);
+int mpx_graph_loss_tensor(const mpx_graph *g);
+/* Shape of a tensor (returns ndim; shape may be NULL). */
+int mpx_graph_tensor_shape(const mpx_graph *g, int tensor, int64_t *shape);
+/* Floating-point operations of one step (forward only, or forward + backward). */
+double mpx_graph_flops(const mpx_graph *g, int training);
+/* Bytes of every arena (values, gradients, branches, scratch, parameters, optimizer excluded). */
+typedef struct {
+    size_t values, grads, branches, scratch, params, saved, total;
+} mpx_memory_plan;
+void mpx_graph_memory(const mpx_graph *g, mpx_memory_plan *out);
+void mpx_graph_print_plan(const mpx_graph *g, FILE *f);
+/* Per-layer scale state of the last backward: S_prev and the factor s. */
+void mpx_graph_layer_scale(const mpx_graph *g, int layer, double *s_prev, double *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

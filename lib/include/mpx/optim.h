@@ -1,0 +1,64 @@
+/* optim.h — optimizers on FP32 master weights, gradient clipping, learning-rate schedules.
+ *
+ * The optimizer reads the unscaled FP32 gradients the executor leaves in mpx_param.grad and
+ * updates the FP32 masters (REFERENCE.md §1: unscale before clipping, weight decay, update).
+ * State (momentum, Adam moments) is FP32 and owned by the optimizer.
+ */
+#ifndef MPX_OPTIM_H
+#define MPX_OPTIM_H
+
+#include <stdint.h>
+
+#include "mpx/error.h"
+#include "mpx/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { MPX_OPT_SGD = 0, MPX_OPT_ADAMW } mpx_optimizer_kind;
+
+typedef struct {
+    mpx_optimizer_kind kind;
+    double momentum;      /* SGD: 0.9 (PyTorch semantics: v = m v + g; w -= lr v) */
+    int nesterov;
+    double weight_decay;  /* SGD: L2 added to the gradient; AdamW: decoupled */
+    double beta1, beta2, eps; /* AdamW */
+    double clip_norm;     /* global L2 norm clip of the unscaled gradient; 0 = off */
+} mpx_optim_cfg;
+
+typedef struct mpx_optimizer mpx_optimizer;
+
+/* "sgd" | "adamw"; -1 when unknown. */
+int mpx_optimizer_parse(const char *name);
+mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_optimizer **out);
+void mpx_optimizer_free(mpx_optimizer *o);
+/* One update with learning rate lr; returns the gradient norm before clipping in *grad_norm. */
+mpx_status mpx_optimizer_step(mpx_optimizer *o, double lr, double *grad_norm);
+/* Optimizer state for checkpoints: n_state arrays per parameter, each of the param's numel. */
+int mpx_optimizer_n_state(const mpx_optimizer *o);
+float *mpx_optimizer_state(mpx_optimizer *o, int param, int k);
+int64_t mpx_optimizer_steps(const mpx_optimizer *o);
+void mpx_optimizer_set_steps(mpx_optimizer *o, int64_t steps);
+
+/* ---- learning-rate schedules ---- */
+typedef enum { MPX_LR_CONSTANT = 0, MPX_LR_STEP, MPX_LR_COSINE, MPX_LR_LINEAR } mpx_lr_kind;
+typedef struct {
+    mpx_lr_kind kind;
+    double base_lr;
+    int64_t warmup_steps;   /* linear warm-up from base_lr * warmup_start to base_lr */
+    double warmup_start;    /* fraction of base_lr at step 0 (0.0 .. 1.0) */
+    int64_t total_steps;    /* cosine / linear decay horizon */
+    double final_lr_frac;   /* cosine / linear: lr at total_steps as a fraction of base */
+    double step_gamma;      /* step: multiply by gamma at each milestone */
+    int64_t milestones[8];  /* step: steps at which the lr drops (ascending, 0-terminated) */
+} mpx_lr_schedule;
+/* "constant" | "step" | "cosine" | "linear"; -1 when unknown. */
+int mpx_lr_parse(const char *name);
+double mpx_lr_at(const mpx_lr_schedule *s, int64_t step);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,54 @@
+/* precision.h — the one precision policy: where every tensor lives.
+ *
+ * A run's `precision.mode` (fp32 | fp16 | bf16) and `precision.rounding` resolve into this
+ * policy once; the graph asks it for the storage dtype of every tensor by its role and
+ * nothing else in the engine branches on the mode. The MPT recipe (REFERENCE.md §1):
+ *   master weights, optimizer state, norm parameters, losses, saved statistics: FP32
+ *   conv/linear working weights and their gradients, activations, activation gradients:
+ *   the low-precision format, with FP32 accumulation inside every op.
+ */
+#ifndef MPX_PRECISION_H
+#define MPX_PRECISION_H
+
+#include <stdint.h>
+
+#include "mpx/numerics.h"
+#include "mpx/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { MPX_MODE_FP32 = 0, MPX_MODE_FP16, MPX_MODE_BF16 } mpx_precision_mode;
+
+typedef enum {
+    MPX_ROLE_ACTIVATION,  /* op outputs in the forward pass */
+    MPX_ROLE_ACT_GRAD,    /* gradients of activations */
+    MPX_ROLE_WEIGHT,      /* working copy of conv/linear weights and biases */
+    MPX_ROLE_WEIGHT_GRAD, /* their gradients as the backward op writes them */
+    MPX_ROLE_NORM_PARAM,  /* batch-norm / layer-norm gamma, beta (and their gradients) */
+    MPX_ROLE_MASTER,      /* master weights, optimizer state, unscaled gradients */
+    MPX_ROLE_REDUCTION,   /* losses, softmax probabilities, saved norm statistics */
+    MPX_ROLE_COUNT
+} mpx_tensor_role;
+
+typedef struct {
+    mpx_precision_mode mode;
+    mpx_dtype low;            /* the low-precision format of this mode (F32 in fp32 runs) */
+    mpx_dtype stats_format;   /* the format under/overflow counts refer to: `low`, or F16 in
+                                 fp32 runs (what FP16 storage would have done) */
+    mpx_rounding rounding;    /* storage casts: RNE or stochastic */
+    uint64_t seed;            /* stochastic rounding seed */
+} mpx_precision;
+
+/* mode_name: "fp32" | "fp16" | "bf16"; rounding_name: "rne" | "stochastic". */
+int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *rounding_name,
+                       uint64_t seed);
+mpx_dtype mpx_precision_dtype(const mpx_precision *p, mpx_tensor_role role);
+const char *mpx_precision_mode_name(mpx_precision_mode m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

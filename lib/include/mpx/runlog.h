@@ -1,0 +1,87 @@
+/* runlog.h — the HDF5 run file (DESIGN.md §6): writing during training, reading for export.
+ *
+ * One file per run. Every dataset is chunked and extendable along its first axis. Training
+ * rows are buffered in memory and written at each flush; statistics and evaluation rows are
+ * written and flushed at once — so between flushes no HDF5 call touches the file and a run
+ * killed at any moment leaves a file holding everything up to its last flush.
+ * An existing file is never overwritten unless `force` is set.
+ */
+#ifndef MPX_RUNLOG_H
+#define MPX_RUNLOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mpx/error.h"
+#include "mpx/graph.h"
+#include "mpx/stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mpx_runlog mpx_runlog;
+
+/* Root attributes and the layer table. Strings may be NULL (written as ""). */
+typedef struct {
+    const char *config;     /* the resolved config text */
+    const char *model, *dataset, *precision, *scaling, *device;
+    int64_t seed;
+    int threads;
+    const char *eval_metric; /* "top1" | "mlm_acc" | "mAP" (attribute `metric` of /eval/metric) */
+    int n_layers;
+    const mpx_layer_info *layers;
+} mpx_runlog_meta;
+
+/* Create `path` (its directory must exist). If it exists: MPX_ERR_INPUT naming it and saying
+ * to pass --force, unless force != 0. mpx_version, git_commit and created_utc are added. */
+mpx_status mpx_runlog_create(const char *path, const mpx_runlog_meta *meta, int force,
+                             mpx_runlog **out);
+/* Reopen a run file of ours to continue it (resume): rows with step > keep_until_step are
+ * dropped from /train, /eval and /stats so the resumed run appends without duplicates. The
+ * layer table must match (n_layers and names), else MPX_ERR_INPUT. */
+mpx_status mpx_runlog_reopen(const char *path, const mpx_runlog_meta *meta, int64_t keep_until_step,
+                             mpx_runlog **out);
+
+typedef struct {
+    int64_t step;
+    float loss, lr;
+    double loss_scale;      /* the scale at the loss output for this step */
+    uint8_t skipped;
+    float samples_per_s;
+    double wall_s;          /* seconds since the run started */
+} mpx_train_row;
+
+/* Buffer one training row (written at the next flush). */
+mpx_status mpx_runlog_train(mpx_runlog *r, const mpx_train_row *row);
+/* Append one evaluation row and flush. */
+mpx_status mpx_runlog_eval(mpx_runlog *r, int64_t step, float loss, float metric);
+/* Append one statistics step (layers[n_layers] as filled by mpx_graph_backward) and flush. */
+mpx_status mpx_runlog_stats(mpx_runlog *r, int64_t step, const mpx_layer_stats *layers);
+/* Record that the run stopped early (divergence, error): root attribute `stopped` = reason. */
+mpx_status mpx_runlog_mark_stopped(mpx_runlog *r, const char *reason);
+/* Write buffered rows and flush the file to disk. */
+mpx_status mpx_runlog_flush(mpx_runlog *r);
+/* Flush and close; always frees r. Returns the first error seen. */
+mpx_status mpx_runlog_close(mpx_runlog *r);
+
+/* ---- reading ---- */
+/* Print TSV (one header line, then rows) for WHAT = train | eval | layers | hist | underflow |
+ * scale. `layer` (NULL = all) selects one layer by name; `step` (< 0 = all) one stats step;
+ * `pooled` (hist only) sums the histograms over the selected layers. Errors name the file,
+ * the missing dataset, or the unknown layer / step. */
+typedef struct {
+    const char *layer;
+    int64_t step;
+    int pooled;
+} mpx_export_opts;
+mpx_status mpx_runlog_export(const char *path, const char *what, const mpx_export_opts *o, FILE *out);
+
+/* Read a root string attribute (config, model, ...) into a malloc'ed string. */
+mpx_status mpx_runlog_read_attr(const char *path, const char *name, char **value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,38 @@
+/* stats.h — what one statistics step records for one observed layer (DESIGN.md §5, §6).
+ *
+ * Observed layers are every node with parameters plus the loss, in forward order. On a
+ * statistics step the executor fills one mpx_layer_stats per observed layer:
+ *   act   — the counted cast of the layer's output gradient (what enters its backward;
+ *           for the loss: the gradient it emits into the network, w.r.t. its input);
+ *   wgrad — the counted casts of all the layer's parameter gradients, pooled;
+ *   scale — S_prev, the cumulative scale carried by the gradient entering the layer;
+ *   layer_scale — the layer's own factor s (1 where the method has none);
+ *   g_* — moments of that gradient as stored (still multiplied by S_prev);
+ *   w_* — moments of the layer's first parameter (the weight, or gamma).
+ */
+#ifndef MPX_STATS_H
+#define MPX_STATS_H
+
+#include "mpx/numerics.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    mpx_cast_stats act, wgrad;
+    double scale, layer_scale;
+    float g_mean, g_std, g_min, g_max;
+    float w_mean, w_std, w_min, w_max;
+} mpx_layer_stats;
+
+/* Underflow rate = flushed / nonzero (0 when there is nothing nonzero). */
+static inline double mpx_underflow_rate(const mpx_cast_stats *s) {
+    return s->nonzero ? (double)s->flushed / (double)s->nonzero : 0.0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
