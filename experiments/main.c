@@ -2,15 +2,38 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mpx/runtime.h"
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *what;
+} g_cmds[] = {
+    {"train", cmd_train, "train a model from a config; writes an HDF5 run file"},
+    {"eval", cmd_eval, "evaluate a run's checkpoint"},
+    {"export", cmd_export, "print a run file's contents as TSV (for gnuplot, awk, pandas)"},
+    {"bench", cmd_bench, "measure step time, throughput, FLOP rate, memory, overheads"},
+    {"info", cmd_info, "build, backends, devices, threads, BLAS; model sizes; memory plans"},
+};
+enum { N_CMDS = sizeof g_cmds / sizeof *g_cmds };
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: mpx COMMAND [ARGS]   (mpx COMMAND --help for each)\n\n");
+    for (int i = 0; i < N_CMDS; i++) fprintf(f, "  %-7s %s\n", g_cmds[i].name, g_cmds[i].what);
+}
 
 int main(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[1], "info") == 0) {
-        printf("mpx %s (%s)\n", mpx_version(), mpx_git_commit());
-        printf("cpu features: %s\nthreads: %d\nblas: %s\n%s\n", mpx_cpu_features_str(),
-               mpx_threads_get(), mpx_blas_info(), mpx_dnnl_info());
-        return 0;
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
     }
-    fprintf(stderr, "usage: mpx info\n");
-    return 2;
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    for (int i = 0; i < N_CMDS; i++)
+        if (strcmp(argv[1], g_cmds[i].name) == 0) return g_cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "mpx: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return EXIT_USAGE;
 }

@@ -509,6 +509,11 @@ const char *mpx_cfg_str(const mpx_config *cfg, const char *dotted) {
     return v;
 }
 
+const char *mpx_cfg_raw(const mpx_config *cfg, const char *dotted) {
+    const char *v;
+    return resolve(cfg, dotted, &v) ? v : "";
+}
+
 static const mpx_cfg_entry *find_set(const mpx_config *cfg, const char *dotted) {
     const char *dot = dotted ? strchr(dotted, '.') : NULL;
     if (!cfg || !dot) return NULL;

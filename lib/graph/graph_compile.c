@@ -286,6 +286,29 @@ void mpx_graph_layer_scale(const mpx_graph *g, int layer, double *s_prev, double
     *s = n->layer_scale;
 }
 
+int mpx_graph_n_nodes(const mpx_graph *g) { return g->n_nodes; }
+
+void mpx_graph_get_node_state(const mpx_graph *g, int node, mpx_node_state *s) {
+    const gnode *n = &g->nodes[node];
+    *s = (mpx_node_state){n->s_prev, n->layer_scale, n->als_unbound, n->als_valid};
+}
+
+void mpx_graph_set_node_state(mpx_graph *g, int node, const mpx_node_state *s) {
+    gnode *n = &g->nodes[node];
+    n->s_prev = s->s_prev;
+    n->layer_scale = s->layer_scale;
+    n->als_unbound = s->als_unbound;
+    n->als_valid = s->als_valid;
+}
+
+void mpx_graph_download(const mpx_graph *g, void *host, const void *src, size_t bytes) {
+    g->be->download(host, src, bytes);
+}
+
+void mpx_graph_upload(const mpx_graph *g, void *dst, const void *host, size_t bytes) {
+    g->be->upload(dst, host, bytes);
+}
+
 int mpx_graph_find_tensor(const mpx_graph *g, const char *name) {
     for (int i = 0; i < g->n_tensors; i++)
         if (strcmp(g->tensors[i].name, name) == 0) return i;

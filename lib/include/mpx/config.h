@@ -62,6 +62,8 @@ int64_t mpx_cfg_int(const mpx_config *cfg, const char *dotted);
 double mpx_cfg_float(const mpx_config *cfg, const char *dotted);
 int mpx_cfg_bool(const mpx_config *cfg, const char *dotted);
 const char *mpx_cfg_str(const mpx_config *cfg, const char *dotted); /* STRING and ENUM */
+/* The value as text, whatever the type (set or default); "" for keys not in the schema. */
+const char *mpx_cfg_raw(const mpx_config *cfg, const char *dotted);
 /* 1 when the key was set by a file or override (not a default). */
 int mpx_cfg_is_set(const mpx_config *cfg, const char *dotted);
 /* "path:line" or "command line" or "default" — for error messages about contradictions. */

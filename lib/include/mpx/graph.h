@@ -149,6 +149,17 @@ typedef struct {
 } mpx_memory_plan;
 void mpx_graph_memory(const mpx_graph *g, mpx_memory_plan *out);
 void mpx_graph_print_plan(const mpx_graph *g, FILE *f);
+/* Per-node precision state (checkpoints carry it so a resumed run is bit-identical). */
+typedef struct {
+    double s_prev, layer_scale, als_unbound;
+    int32_t als_valid;
+} mpx_node_state;
+int mpx_graph_n_nodes(const mpx_graph *g);
+void mpx_graph_get_node_state(const mpx_graph *g, int node, mpx_node_state *s);
+void mpx_graph_set_node_state(mpx_graph *g, int node, const mpx_node_state *s);
+/* Copy between backend memory (parameters, buffers) and the host. */
+void mpx_graph_download(const mpx_graph *g, void *host, const void *src, size_t bytes);
+void mpx_graph_upload(const mpx_graph *g, void *dst, const void *host, size_t bytes);
 /* Per-layer scale state of the last backward: S_prev and the factor s. */
 void mpx_graph_layer_scale(const mpx_graph *g, int layer, double *s_prev, double *s);
 

@@ -1,0 +1,43 @@
+/* cmd_eval.c — `mpx eval RUN.h5|CHECKPOINT [section.key=value ...]`. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "mpx/run.h"
+
+static void help(void) {
+    printf("usage: mpx eval RUN.h5|CHECKPOINT [section.key=value ...]\n"
+           "\n"
+           "Evaluate a run's checkpoint (RUN.ckpt beside RUN.h5) on its evaluation set, with the\n"
+           "config stored in the checkpoint; overrides (e.g. train.eval_batches=10) apply on top.\n"
+           "Prints: model, step, dataset, loss and metric.\n");
+}
+
+int cmd_eval(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        help();
+        return EXIT_OK;
+    }
+    if (argc < 2) return cli_usage("eval", "missing RUN.h5 or CHECKPOINT");
+    char ckpt[4096];
+    const char *arg = argv[1];
+    size_t n = strlen(arg);
+    if (n > 3 && strcmp(arg + n - 3, ".h5") == 0)
+        snprintf(ckpt, sizeof ckpt, "%.*s.ckpt", (int)(n - 3), arg);
+    else
+        snprintf(ckpt, sizeof ckpt, "%s", arg);
+    if (access(ckpt, R_OK) != 0) {
+        fprintf(stderr, "mpx eval: no checkpoint '%s'%s\n", ckpt,
+                strcmp(ckpt, arg) ? " beside the run file" : "");
+        return EXIT_USAGE;
+    }
+    for (int i = 2; i < argc; i++)
+        if (!strchr(argv[i], '=')) return cli_usage("eval", "unexpected argument '%s'", argv[i]);
+    mpx_eval_result r;
+    mpx_status st = mpx_run_eval_checkpoint(ckpt, (const char *const *)argv + 2, argc - 2, &r);
+    if (st != MPX_OK) return cli_error("eval", st);
+    printf("model\t%s\nstep\t%lld\ndataset\t%s\nloss\t%.6f\n%s\t%.4f\n", r.model, (long long)r.step,
+           r.dataset, r.loss, r.metric_name, r.metric);
+    return EXIT_OK;
+}

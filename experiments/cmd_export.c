@@ -1,0 +1,60 @@
+/* cmd_export.c — `mpx export RUN.h5 WHAT [--layer NAME] [--step N] [--pooled]`: TSV on stdout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "mpx/runlog.h"
+
+static void help(void) {
+    printf("usage: mpx export RUN.h5 WHAT [--layer NAME] [--step N] [--pooled]\n"
+           "\n"
+           "Print part of a run file as tab-separated values with one header line.\n"
+           "WHAT:\n"
+           "  train      step loss lr loss_scale skipped samples_per_s wall_s\n"
+           "  eval       step loss metric\n"
+           "  layers     index name kind params fan_in\n"
+           "  underflow  per (stats step, layer): counts and underflow rate = flushed / nonzero\n"
+           "             of the activation and weight gradients\n"
+           "  scale      per (stats step, layer): S_prev, the layer's factor, g and w moments\n"
+           "  hist       per (stats step, layer, tensor, bin): count and percent; bins are log2\n"
+           "             binades k = [2^k, 2^(k+1)), k = -64..15, then zero, inf, nan\n"
+           "  --layer NAME   one layer only\n"
+           "  --step N       one statistics step only\n"
+           "  --pooled       hist: sum over the selected layers (the papers' pooled histogram)\n");
+}
+
+int cmd_export(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        help();
+        return EXIT_OK;
+    }
+    const char *path = NULL, *what = NULL;
+    mpx_export_opts o = {NULL, -1, 0};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--layer") == 0 || strcmp(argv[i], "--step") == 0) {
+            if (i + 1 >= argc) return cli_usage("export", "%s needs a value", argv[i]);
+            if (argv[i][2] == 'l') {
+                o.layer = argv[++i];
+            } else {
+                char *end;
+                o.step = strtoll(argv[++i], &end, 10);
+                if (*end || o.step < 0) return cli_usage("export", "--step '%s' is not a step number", argv[i]);
+            }
+        } else if (strcmp(argv[i], "--pooled") == 0) {
+            o.pooled = 1;
+        } else if (argv[i][0] == '-') {
+            return cli_usage("export", "unknown option '%s'", argv[i]);
+        } else if (!path) {
+            path = argv[i];
+        } else if (!what) {
+            what = argv[i];
+        } else {
+            return cli_usage("export", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!path || !what) return cli_usage("export", "needs RUN.h5 and WHAT");
+    mpx_status st = mpx_runlog_export(path, what, &o, stdout);
+    if (st != MPX_OK) return cli_error("export", st);
+    return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
+}

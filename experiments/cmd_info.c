@@ -1,0 +1,79 @@
+/* cmd_info.c — `mpx info [CONFIG [section.key=value ...]]`: the build, the machine, model sizes;
+ * with a CONFIG, what that run builds and its memory plan. */
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "mpx/backend.h"
+#include "mpx/numerics.h"
+#include "mpx/run.h"
+#include "mpx/runtime.h"
+
+static void help(void) {
+    printf("usage: mpx info [CONFIG [section.key=value ...]]\n"
+           "\n"
+           "Without CONFIG: version, backends compiled, CUDA devices, threads, BLAS and oneDNN\n"
+           "(with the kernel OpenBLAS chose), CPU features used, and the parameter count of every\n"
+           "ResNet preset (1000 classes). With CONFIG: the data, model size, FLOPs per step and\n"
+           "the memory plan of that run.\n");
+}
+
+static void build_info(void) {
+    printf("mpx %s (commit %s)\n", mpx_version(), mpx_git_commit());
+    printf("backends:      cpu%s\n", mpx_backend_cuda_built() ? ", cuda (compiled)" : "");
+    if (mpx_backend_cuda_built()) {
+        const mpx_backend *cuda = mpx_backend_get(MPX_DEV_CUDA);
+        printf("cuda devices:  %s\n", cuda ? "available" : mpx_error_message());
+    }
+    printf("threads:       %d (of %d cores)\n", mpx_threads_get(), omp_get_num_procs());
+    printf("cpu features:  %s\n", mpx_cpu_features_str());
+    printf("fp16 convert:  %s\n", mpx_convert_impl());
+    printf("blas:          %s\n", mpx_blas_info());
+    printf("dnn:           %s\n", mpx_dnnl_info());
+}
+
+static void model_sizes(void) {
+    static const char *const archs[] = {"resnet18", "resnet34", "resnet50", "resnet101",
+                                        "resnet20", "resnet56", "resnet110"};
+    printf("\nparameters (1000 classes for ImageNet ResNets, 10 for CIFAR ResNets):\n");
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
+        mpx_resnet_cfg c;
+        mpx_resnet_preset(archs[i], &c);
+        int cifar = c.stem == MPX_STEM_CIFAR;
+        if (cifar) c.num_classes = 10;
+        mpx_graph *g = mpx_graph_new();
+        mpx_status st = g ? mpx_resnet_build(g, &c, 1, cifar ? 32 : 224, cifar ? 32 : 224, 3, NULL,
+                                             NULL, NULL)
+                          : MPX_ERR_NOMEM;
+        if (st == MPX_OK)
+            printf("  %-10s %12lld\n", archs[i], (long long)mpx_graph_param_count(g));
+        else
+            printf("  %-10s error: %s\n", archs[i], mpx_error_message());
+        mpx_graph_free(g);
+    }
+}
+
+int cmd_info(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        help();
+        return EXIT_OK;
+    }
+    if (argc < 2) {
+        build_info();
+        model_sizes();
+        return EXIT_OK;
+    }
+    mpx_config *cfg = NULL;
+    mpx_run_cfg rc;
+    for (int i = 2; i < argc; i++)
+        if (!strchr(argv[i], '=')) return cli_usage("info", "unexpected argument '%s'", argv[i]);
+    mpx_status st = mpx_run_load(argv[1], (const char *const *)argv + 2, argc - 2, &cfg, &rc);
+    mpx_config_free(cfg);
+    if (st != MPX_OK) return cli_error("info", st);
+    mpx_threads_set(rc.train.threads);
+    build_info();
+    printf("\n");
+    st = mpx_run_describe(&rc, stdout);
+    return st == MPX_OK ? EXIT_OK : cli_error("info", st);
+}

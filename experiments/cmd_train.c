@@ -1,0 +1,180 @@
+/* cmd_train.c — `mpx train CONFIG [section.key=value ...] [--out FILE] [--force] [--resume CKPT]`.
+ *
+ * Resolves the config (file, includes, overrides), refuses to clobber an existing run file,
+ * runs the driver and prints progress: a live line on a terminal, a plain line every
+ * log.log_every steps otherwise, and every evaluation.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "mpx/run.h"
+
+static void help(void) {
+    printf("usage: mpx train CONFIG [section.key=value ...] [--out FILE] [--force] [--resume CKPT]\n"
+           "\n"
+           "Train the model CONFIG describes (INI: [model] [data] [train] [precision] [log]).\n"
+           "Overrides like train.steps=100 apply after the file. Writes the run file FILE\n"
+           "(default results/<arch>/<config name>.h5) and a checkpoint beside it (.ckpt).\n"
+           "\n"
+           "  --out FILE       run file to write\n"
+           "  --force          overwrite an existing run file\n"
+           "  --resume CKPT    continue from a checkpoint, appending to its run file\n"
+           "  --help-config    list every config key with its default and meaning\n"
+           "\n"
+           "Exit status: 0 done, 1 failed or diverged, 2 bad input (config, data, files).\n");
+}
+
+static void help_config(void) {
+    const char *section = "";
+    for (size_t i = 0; i < mpx_run_schema_len; i++) {
+        const mpx_cfg_key *k = &mpx_run_schema[i];
+        if (strcmp(section, k->section) != 0) printf("%s[%s]\n", i ? "\n" : "", section = k->section);
+        printf("  %-20s = %-10s ; %s%s%s%s\n", k->key, k->def[0] ? k->def : "\"\"", k->help,
+               k->choices ? " (" : "", k->choices ? k->choices : "", k->choices ? ")" : "");
+    }
+}
+
+typedef struct {
+    int tty;
+    int64_t log_every;
+    int progress;
+} printer;
+
+static void fmt_eta(double s, char *buf, size_t cap) {
+    if (!(s >= 0) || s > 1e7) {
+        snprintf(buf, cap, "--:--");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, cap, "%02ld:%02ld", t / 60, t % 60);
+}
+
+static void on_report(const mpx_step_report *r, void *ctx) {
+    printer *p = ctx;
+    if (r->is_eval) {
+        if (p->tty && p->progress >= 0) fprintf(stderr, "\r\033[K");
+        fprintf(stderr, "eval  step %lld: loss %.4f  top1 %.2f%%\n", (long long)(r->step + 1),
+                r->eval_loss, r->eval_metric);
+        return;
+    }
+    if (p->progress < 0) return;
+    int64_t done = r->step + 1;
+    double eta = r->samples_per_s > 0 ? r->elapsed_s / (double)done * (double)(r->steps - done) : -1;
+    char eta_s[32];
+    fmt_eta(eta, eta_s, sizeof eta_s);
+    char line[256];
+    snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  scale %g%s  %.1f samples/s  ETA %s",
+             (long long)done, (long long)r->steps, r->loss, r->loss_scale,
+             r->skipped ? " (skipped)" : "", r->samples_per_s, eta_s);
+    if (p->tty && p->progress >= 0) {
+        fprintf(stderr, "\r\033[K%s", line);
+        if (done == r->steps) fputc('\n', stderr);
+    } else if (p->progress > 0 || done % p->log_every == 0 || done == r->steps || r->step == 0) {
+        fprintf(stderr, "%s\n", line);
+    }
+}
+
+static void default_out(const char *config, const char *arch, char *buf, size_t cap) {
+    const char *base = strrchr(config, '/');
+    base = base ? base + 1 : config;
+    size_t n = strlen(base);
+    if (n > 4 && strcmp(base + n - 4, ".cfg") == 0) n -= 4;
+    snprintf(buf, cap, "results/%s/%.*s.h5", arch, (int)n, base);
+}
+
+static void checkpoint_path(const char *out, char *buf, size_t cap) {
+    size_t n = strlen(out);
+    if (n > 3 && strcmp(out + n - 3, ".h5") == 0) n -= 3;
+    snprintf(buf, cap, "%.*s.ckpt", (int)n, out);
+}
+
+int cmd_train(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        help();
+        return EXIT_OK;
+    }
+    const char *config = NULL, *out = NULL, *resume = NULL;
+    int force = 0;
+    const char **overrides = calloc((size_t)argc, sizeof *overrides);
+    int n_over = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help-config") == 0) {
+            help_config();
+            free(overrides);
+            return EXIT_OK;
+        } else if (strcmp(argv[i], "--force") == 0) {
+            force = 1;
+        } else if (strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--resume") == 0) {
+            if (i + 1 >= argc) {
+                free(overrides);
+                return cli_usage("train", "%s needs a file name", argv[i]);
+            }
+            *(argv[i][2] == 'o' ? &out : &resume) = argv[i + 1];
+            i++;
+        } else if (argv[i][0] == '-') {
+            free(overrides);
+            return cli_usage("train", "unknown option '%s'", argv[i]);
+        } else if (!config) {
+            config = argv[i];
+        } else if (strchr(argv[i], '=')) {
+            overrides[n_over++] = argv[i];
+        } else {
+            free(overrides);
+            return cli_usage("train", "unexpected argument '%s' (overrides look like train.steps=100)",
+                             argv[i]);
+        }
+    }
+    if (!config) {
+        free(overrides);
+        return cli_usage("train", "missing CONFIG");
+    }
+
+    mpx_config *cfg = NULL;
+    mpx_run_cfg rc;
+    mpx_status st = mpx_run_load(config, overrides, n_over, &cfg, &rc);
+    free(overrides);
+    if (st != MPX_OK) {
+        mpx_config_free(cfg);
+        return cli_error("train", st);
+    }
+    char out_buf[4096], ckpt[4096];
+    if (!out && resume) {
+        size_t n = strlen(resume);
+        snprintf(out_buf, sizeof out_buf, "%.*s.h5",
+                 (int)(n > 5 && strcmp(resume + n - 5, ".ckpt") == 0 ? n - 5 : n), resume);
+        out = out_buf;
+    } else if (!out) {
+        default_out(config, rc.model.arch, out_buf, sizeof out_buf);
+        out = out_buf;
+    }
+    checkpoint_path(out, ckpt, sizeof ckpt);
+    if (!resume && !force && access(out, F_OK) == 0) {
+        mpx_config_free(cfg);
+        fprintf(stderr, "mpx train: run file '%s' exists; pass --force to overwrite\n", out);
+        return EXIT_USAGE;
+    }
+    st = cli_make_parent_dirs(out);
+    if (st != MPX_OK) {
+        mpx_config_free(cfg);
+        return cli_error("train", st);
+    }
+    char *resolved = mpx_config_resolved_text(cfg);
+    mpx_config_free(cfg);
+    printer pr = {isatty(fileno(stderr)), rc.log.log_every, rc.log.progress};
+    mpx_train_opts o = {out, force, resume, ckpt, resolved, config, on_report, &pr};
+    mpx_train_result res;
+    fprintf(stderr, "mpx train: %s -> %s (%s, %s, %s scaling)\n", config, out, rc.model.arch,
+            mpx_precision_mode_name(rc.precision.mode), mpx_scaling_name(rc.scaling.method));
+    st = mpx_run_train(&rc, &o, &res);
+    free(resolved);
+    if (st != MPX_OK) return cli_error("train", st);
+    printf("%s: %lld steps, final loss %.4f, top1 %.2f%%, %lld skipped, %.1f samples/s\n", out,
+           (long long)res.steps_done, res.final_loss, res.final_metric, (long long)res.skipped,
+           res.samples_per_s);
+    return EXIT_OK;
+}

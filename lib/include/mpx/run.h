@@ -1,0 +1,126 @@
+/* run.h — a training run: the config schema, the typed run configuration, and the driver.
+ *
+ * mpx_run_schema lists every config key the `mpx` command accepts, with its default and
+ * range; mpx_run_cfg_from validates a parsed config against it, resolves it into typed
+ * structs and rejects contradictions, naming the file, line and key. mpx_run_train runs the
+ * training loop: data -> forward -> backward (loss scaling, statistics) -> optimizer ->
+ * run log, with evaluation and checkpoints at their intervals.
+ */
+#ifndef MPX_RUN_H
+#define MPX_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mpx/config.h"
+#include "mpx/optim.h"
+#include "mpx/precision.h"
+#include "mpx/scaling.h"
+#include "models/models.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern const mpx_cfg_key mpx_run_schema[];
+extern const size_t mpx_run_schema_len;
+
+typedef struct {
+    char arch[32];
+    mpx_resnet_cfg resnet;
+} mpx_model_cfg;
+
+typedef struct {
+    char dataset[32];        /* cifar10 | fashion_mnist | imagefolder | synthetic */
+    char root[1024], cache_dir[1024], shared_dir[1024];
+    int resolution;          /* 0: the dataset's own */
+    int crop_pad, flip, normalize;
+    int64_t train_subset, eval_subset;
+} mpx_data_cfg;
+
+typedef struct {
+    int64_t steps;
+    int batch_size;
+    mpx_optim_cfg optim;
+    mpx_lr_schedule lr;
+    uint64_t seed;
+    int threads;
+    mpx_device device;
+    int64_t eval_every, eval_batches, checkpoint_every;
+    int max_nonfinite;
+} mpx_train_cfg;
+
+typedef struct {
+    int64_t stats_every, log_every;
+    int progress;            /* -1 never, 0 auto (TTY), 1 always */
+} mpx_log_cfg;
+
+typedef struct {
+    mpx_model_cfg model;
+    mpx_data_cfg data;
+    mpx_train_cfg train;
+    mpx_precision precision;
+    mpx_scaling_cfg scaling;
+    mpx_log_cfg log;
+} mpx_run_cfg;
+
+/* Validate `cfg` against mpx_run_schema and fill `rc`. MPX_ERR_INPUT names file:line:key. */
+mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc);
+
+/* Load CONFIG, apply overrides ("section.key=value"), validate and resolve. *cfg_out is set
+ * (caller frees) when the file parsed, even if validation failed. */
+mpx_status mpx_run_load(const char *path, const char *const *overrides, int n_overrides,
+                        mpx_config **cfg_out, mpx_run_cfg *rc);
+
+/* What the driver reports after every step and evaluation (the `mpx` command prints it). */
+typedef struct {
+    int64_t step, steps;     /* the step just done (0-based) and the total */
+    double loss, lr, loss_scale;
+    int skipped;
+    double samples_per_s;    /* average over the run so far, excluding evaluation */
+    double elapsed_s;        /* training wall time so far */
+    int is_eval;             /* 1: an evaluation just finished (eval_loss, eval_metric set) */
+    double eval_loss, eval_metric;
+    int stats_step;          /* 1: statistics were recorded this step */
+    double underflow_rate;   /* pooled act-grad underflow of the last statistics step */
+} mpx_step_report;
+
+typedef struct {
+    const char *out;         /* run file path */
+    int force;               /* overwrite an existing run file */
+    const char *resume;      /* checkpoint to resume from, or NULL */
+    const char *checkpoint_path; /* where checkpoints go (NULL: none) */
+    const char *config_text; /* the resolved config (stored in the run file) */
+    const char *config_name; /* for messages */
+    void (*report)(const mpx_step_report *r, void *ctx); /* may be NULL */
+    void *report_ctx;
+} mpx_train_opts;
+
+typedef struct {
+    int64_t steps_done, skipped;
+    double final_loss, final_metric, samples_per_s, wall_s;
+    int stopped_early;       /* divergence stop */
+} mpx_train_result;
+
+mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_train_result *res);
+
+/* Print what a run would build: data, model size, FLOPs per step, the memory plan. */
+mpx_status mpx_run_describe(const mpx_run_cfg *rc, FILE *f);
+
+/* Evaluate a checkpoint on its run's evaluation set with the config stored in it (overrides
+ * such as train.eval_batches=10 apply on top). */
+typedef struct {
+    char model[64], dataset[256];
+    int64_t step;
+    double loss, metric;
+    const char *metric_name;  /* "top1" */
+} mpx_eval_result;
+mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *overrides,
+                                   int n_overrides, mpx_eval_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,273 @@
+/* run_config.c — the schema of every `mpx train` config key and its typed resolution.
+ *
+ * Defaults are the references' (REFERENCE.md §3, §5): GradScaler's dynamic scaler, the ALS
+ * paper's n_uf = 1e-3, scale_bound 16, accum_bound 1024. Contradictions (a knob for a method
+ * that is not selected, fp32 with loss scaling, ...) are errors naming where the key was set.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpx/run.h"
+#include "mpx/runtime.h"
+
+#define NR 1, 0 /* min > max: no range check */
+const mpx_cfg_key mpx_run_schema[] = {
+    /* [model] */
+    {"model", "arch", MPX_CFG_ENUM, "resnet50",
+     "resnet18|resnet34|resnet50|resnet101|resnet20|resnet56|resnet110", NR,
+     "network architecture"},
+    {"model", "stem", MPX_CFG_ENUM, "auto", "auto|imagenet|cifar", NR,
+     "auto: the architecture's own; imagenet: 7x7/2 + max-pool; cifar: 3x3/1"},
+    {"model", "width", MPX_CFG_FLOAT, "1.0", NULL, 0.01, 16, "width multiplier of every stage"},
+    {"model", "num_classes", MPX_CFG_INT, "0", NULL, 0, 100000, "0: from the dataset"},
+    {"model", "zero_init_residual", MPX_CFG_BOOL, "false", NULL, NR,
+     "start each block's last batch-norm gamma at 0"},
+    {"model", "bn_eps", MPX_CFG_FLOAT, "1e-5", NULL, 1e-12, 1, "batch-norm epsilon"},
+    {"model", "bn_momentum", MPX_CFG_FLOAT, "0.1", NULL, 0, 1, "batch-norm running-stat momentum"},
+    /* [data] */
+    {"data", "dataset", MPX_CFG_ENUM, "cifar10", "cifar10|fashion_mnist|imagefolder|synthetic", NR,
+     "training data (synthetic: seeded random images, for benchmarks only)"},
+    {"data", "root", MPX_CFG_STRING, "", NULL, NR, "imagefolder: root with train/ and val/"},
+    {"data", "cache_dir", MPX_CFG_STRING, "", NULL, NR, "default: data/cache in the source tree"},
+    {"data", "shared_dir", MPX_CFG_STRING, "", NULL, NR, "default: ../shared/data beside the source tree"},
+    {"data", "resolution", MPX_CFG_INT, "0", NULL, 0, 4096, "input size; 0: the dataset's own"},
+    {"data", "crop_pad", MPX_CFG_INT, "4", NULL, 0, 64, "random crop with this zero padding"},
+    {"data", "flip", MPX_CFG_BOOL, "true", NULL, NR, "random horizontal flips"},
+    {"data", "normalize", MPX_CFG_BOOL, "true", NULL, NR, "per-channel mean/std normalisation"},
+    {"data", "train_subset", MPX_CFG_INT, "0", NULL, 0, 1e9, "use the first N training examples; 0: all"},
+    {"data", "eval_subset", MPX_CFG_INT, "0", NULL, 0, 1e9, "evaluate on the first N; 0: all"},
+    /* [train] */
+    {"train", "steps", MPX_CFG_INT, "1000", NULL, 1, 1e12, "optimizer steps"},
+    {"train", "batch_size", MPX_CFG_INT, "64", NULL, 1, 65536, "examples per step"},
+    {"train", "optimizer", MPX_CFG_ENUM, "sgd", "sgd|adamw", NR, "optimizer on FP32 masters"},
+    {"train", "lr", MPX_CFG_FLOAT, "0.1", NULL, 0, 1e3, "base learning rate"},
+    {"train", "momentum", MPX_CFG_FLOAT, "0.9", NULL, 0, 1, "SGD momentum"},
+    {"train", "nesterov", MPX_CFG_BOOL, "false", NULL, NR, "Nesterov momentum"},
+    {"train", "weight_decay", MPX_CFG_FLOAT, "5e-4", NULL, 0, 1, "on weights, not biases or norms"},
+    {"train", "beta1", MPX_CFG_FLOAT, "0.9", NULL, 0, 1, "AdamW beta1"},
+    {"train", "beta2", MPX_CFG_FLOAT, "0.999", NULL, 0, 1, "AdamW beta2"},
+    {"train", "eps", MPX_CFG_FLOAT, "1e-8", NULL, 0, 1, "AdamW epsilon"},
+    {"train", "lr_schedule", MPX_CFG_ENUM, "cosine", "constant|step|cosine|linear", NR,
+     "after warm-up"},
+    {"train", "warmup_steps", MPX_CFG_INT, "0", NULL, 0, 1e12, "linear warm-up steps"},
+    {"train", "warmup_start", MPX_CFG_FLOAT, "0.1", NULL, 0, 1, "warm-up starts at this fraction of lr"},
+    {"train", "final_lr_frac", MPX_CFG_FLOAT, "0", NULL, 0, 1, "cosine/linear: final lr / lr"},
+    {"train", "milestones", MPX_CFG_STRING, "", NULL, NR, "step schedule: ascending steps, e.g. 500,750"},
+    {"train", "gamma", MPX_CFG_FLOAT, "0.1", NULL, 0, 1, "step schedule: factor at each milestone"},
+    {"train", "clip_norm", MPX_CFG_FLOAT, "0", NULL, 0, 1e9, "global gradient-norm clip; 0: off"},
+    {"train", "seed", MPX_CFG_INT, "0", NULL, 0, 9.2e18, "initialisation, data order, augmentation"},
+    {"train", "threads", MPX_CFG_INT, "0", NULL, 0, 1024, "CPU threads; 0: all cores"},
+    {"train", "device", MPX_CFG_ENUM, "cpu", "cpu|cuda", NR, "backend"},
+    {"train", "eval_every", MPX_CFG_INT, "0", NULL, 0, 1e12, "evaluate every N steps; 0: at the end"},
+    {"train", "eval_batches", MPX_CFG_INT, "0", NULL, 0, 1e12, "batches per evaluation; 0: all"},
+    {"train", "checkpoint_every", MPX_CFG_INT, "0", NULL, 0, 1e12, "checkpoint every N steps; 0: off"},
+    {"train", "max_nonfinite", MPX_CFG_INT, "20", NULL, 1, 1e9,
+     "stop after this many consecutive steps with a non-finite loss or gradient"},
+    /* [precision] */
+    {"precision", "mode", MPX_CFG_ENUM, "fp32", "fp32|fp16|bf16", NR, "storage format policy"},
+    {"precision", "rounding", MPX_CFG_ENUM, "rne", "rne|stochastic", NR, "storage casts"},
+    {"precision", "scaling", MPX_CFG_ENUM, "none", "none|fixed|dynamic|adaptive|adaptive-quantile",
+     NR, "loss-scaling method"},
+    {"precision", "loss_scale", MPX_CFG_FLOAT, "1", NULL, 1e-30, 1e30,
+     "fixed: the scale; adaptive: the scale at the loss"},
+    {"precision", "init_scale", MPX_CFG_FLOAT, "65536", NULL, 1e-30, 1e30, "dynamic: initial scale"},
+    {"precision", "growth_factor", MPX_CFG_FLOAT, "2", NULL, 1, 1e6, "dynamic"},
+    {"precision", "backoff_factor", MPX_CFG_FLOAT, "0.5", NULL, 1e-6, 1, "dynamic"},
+    {"precision", "growth_interval", MPX_CFG_INT, "2000", NULL, 1, 1e9,
+     "dynamic: finite steps before growth"},
+    {"precision", "hysteresis", MPX_CFG_INT, "1", NULL, 1, 1e6,
+     "dynamic: back off on the N-th overflow since the last change"},
+    {"precision", "min_scale", MPX_CFG_FLOAT, "0", NULL, 0, 1e30, "dynamic: floor; 0: none"},
+    {"precision", "max_scale", MPX_CFG_FLOAT, "0", NULL, 0, 1e30, "dynamic: ceiling; 0: none"},
+    {"precision", "n_uf", MPX_CFG_FLOAT, "1e-3", NULL, 1e-12, 0.5, "adaptive: underflow fraction"},
+    {"precision", "u_min", MPX_CFG_FLOAT, "6e-8", NULL, 1e-45, 1, "adaptive: smallest value kept"},
+    {"precision", "u_max", MPX_CFG_FLOAT, "65504", NULL, 1, 1e38, "adaptive: overflow limit"},
+    {"precision", "scale_bound", MPX_CFG_FLOAT, "16", NULL, 1, 1e30, "adaptive: max per-layer factor"},
+    {"precision", "accum_bound", MPX_CFG_FLOAT, "1024", NULL, 1, 1e30,
+     "adaptive: max cumulative scale"},
+    {"precision", "update_every", MPX_CFG_INT, "100", NULL, 1, 1e9,
+     "adaptive: recompute factors every N steps"},
+    {"precision", "quantile", MPX_CFG_FLOAT, "0.01", NULL, 1e-9, 0.5,
+     "adaptive-quantile: fraction allowed to underflow"},
+    {"precision", "unscale_fp16", MPX_CFG_BOOL, "false", NULL, NR,
+     "adaptive: unscale weight gradients in the storage format (the 2019 code) instead of FP32"},
+    /* [log] */
+    {"log", "stats_every", MPX_CFG_INT, "100", NULL, 0, 1e12, "per-layer statistics every N steps; 0: off"},
+    {"log", "log_every", MPX_CFG_INT, "50", NULL, 1, 1e12, "plain log line every N steps (no TTY)"},
+    {"log", "progress", MPX_CFG_ENUM, "auto", "auto|always|never", NR, "progress line"},
+};
+#undef NR
+const size_t mpx_run_schema_len = sizeof mpx_run_schema / sizeof *mpx_run_schema;
+
+static mpx_status contradiction(const mpx_config *cfg, const char *key, const char *why) {
+    return mpx_fail(MPX_ERR_INPUT, "%s: %s = %s: %s", mpx_cfg_where(cfg, key), key,
+                    mpx_cfg_raw(cfg, key), why);
+}
+
+static mpx_status any_set(const mpx_config *cfg, const char *const *keys, const char *why) {
+    for (; *keys; keys++)
+        if (mpx_cfg_is_set(cfg, *keys)) {
+            char k[64];
+            snprintf(k, sizeof k, "%s", *keys);
+            return mpx_fail(MPX_ERR_INPUT, "%s: %s is set but %s", mpx_cfg_where(cfg, k), k, why);
+        }
+    return MPX_OK;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src); }
+
+static mpx_status parse_milestones(const mpx_config *cfg, mpx_lr_schedule *lr) {
+    const char *s = mpx_cfg_str(cfg, "train.milestones");
+    int n = 0;
+    int64_t prev = 0;
+    while (*s) {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || v <= prev || n == 8)
+            return contradiction(cfg, "train.milestones",
+                                 "expected up to 8 ascending positive step numbers separated by commas");
+        lr->milestones[n++] = prev = v;
+        s = end;
+        if (*s == ',') s++;
+        else if (*s)
+            return contradiction(cfg, "train.milestones", "expected numbers separated by commas");
+    }
+    return MPX_OK;
+}
+
+mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
+    MPX_TRY(mpx_config_validate(cfg, mpx_run_schema, mpx_run_schema_len));
+    memset(rc, 0, sizeof *rc);
+
+    /* model */
+    mpx_model_cfg *m = &rc->model;
+    copy_str(m->arch, sizeof m->arch, mpx_cfg_str(cfg, "model.arch"));
+    if (mpx_resnet_preset(m->arch, &m->resnet) < 0)
+        return contradiction(cfg, "model.arch", "unknown architecture");
+    const char *stem = mpx_cfg_str(cfg, "model.stem");
+    if (strcmp(stem, "imagenet") == 0) m->resnet.stem = MPX_STEM_IMAGENET;
+    if (strcmp(stem, "cifar") == 0) m->resnet.stem = MPX_STEM_CIFAR;
+    m->resnet.width_mult = mpx_cfg_float(cfg, "model.width");
+    m->resnet.num_classes = (int)mpx_cfg_int(cfg, "model.num_classes");
+    m->resnet.zero_init_residual = mpx_cfg_bool(cfg, "model.zero_init_residual");
+    m->resnet.bn_eps = (float)mpx_cfg_float(cfg, "model.bn_eps");
+    m->resnet.bn_momentum = (float)mpx_cfg_float(cfg, "model.bn_momentum");
+
+    /* data */
+    mpx_data_cfg *d = &rc->data;
+    copy_str(d->dataset, sizeof d->dataset, mpx_cfg_str(cfg, "data.dataset"));
+    copy_str(d->root, sizeof d->root, mpx_cfg_str(cfg, "data.root"));
+    copy_str(d->cache_dir, sizeof d->cache_dir, mpx_cfg_str(cfg, "data.cache_dir"));
+    copy_str(d->shared_dir, sizeof d->shared_dir, mpx_cfg_str(cfg, "data.shared_dir"));
+    if (!d->cache_dir[0]) snprintf(d->cache_dir, sizeof d->cache_dir, "%s/data/cache", mpx_source_dir());
+    if (!d->shared_dir[0])
+        snprintf(d->shared_dir, sizeof d->shared_dir, "%s/../shared/data", mpx_source_dir());
+    d->resolution = (int)mpx_cfg_int(cfg, "data.resolution");
+    d->crop_pad = (int)mpx_cfg_int(cfg, "data.crop_pad");
+    d->flip = mpx_cfg_bool(cfg, "data.flip");
+    d->normalize = mpx_cfg_bool(cfg, "data.normalize");
+    d->train_subset = mpx_cfg_int(cfg, "data.train_subset");
+    d->eval_subset = mpx_cfg_int(cfg, "data.eval_subset");
+    if (strcmp(d->dataset, "imagefolder") == 0 && !d->root[0])
+        return contradiction(cfg, "data.dataset", "imagefolder needs data.root");
+    if (strcmp(d->dataset, "imagefolder") == 0 && d->resolution == 0)
+        return contradiction(cfg, "data.dataset", "imagefolder needs data.resolution (e.g. 224)");
+
+    /* train */
+    mpx_train_cfg *t = &rc->train;
+    t->steps = mpx_cfg_int(cfg, "train.steps");
+    t->batch_size = (int)mpx_cfg_int(cfg, "train.batch_size");
+    t->optim.kind = mpx_optimizer_parse(mpx_cfg_str(cfg, "train.optimizer"));
+    t->optim.momentum = mpx_cfg_float(cfg, "train.momentum");
+    t->optim.nesterov = mpx_cfg_bool(cfg, "train.nesterov");
+    t->optim.weight_decay = mpx_cfg_float(cfg, "train.weight_decay");
+    t->optim.beta1 = mpx_cfg_float(cfg, "train.beta1");
+    t->optim.beta2 = mpx_cfg_float(cfg, "train.beta2");
+    t->optim.eps = mpx_cfg_float(cfg, "train.eps");
+    t->optim.clip_norm = mpx_cfg_float(cfg, "train.clip_norm");
+    t->lr.kind = mpx_lr_parse(mpx_cfg_str(cfg, "train.lr_schedule"));
+    t->lr.base_lr = mpx_cfg_float(cfg, "train.lr");
+    t->lr.warmup_steps = mpx_cfg_int(cfg, "train.warmup_steps");
+    t->lr.warmup_start = mpx_cfg_float(cfg, "train.warmup_start");
+    t->lr.total_steps = t->steps;
+    t->lr.final_lr_frac = mpx_cfg_float(cfg, "train.final_lr_frac");
+    t->lr.step_gamma = mpx_cfg_float(cfg, "train.gamma");
+    MPX_TRY(parse_milestones(cfg, &t->lr));
+    if (t->lr.kind == MPX_LR_STEP && t->lr.milestones[0] == 0)
+        return contradiction(cfg, "train.lr_schedule", "the step schedule needs train.milestones");
+    if (t->lr.warmup_steps >= t->steps && t->lr.warmup_steps > 0)
+        return contradiction(cfg, "train.warmup_steps", "warm-up must be shorter than train.steps");
+    t->seed = (uint64_t)mpx_cfg_int(cfg, "train.seed");
+    t->threads = (int)mpx_cfg_int(cfg, "train.threads");
+    t->device = strcmp(mpx_cfg_str(cfg, "train.device"), "cuda") == 0 ? MPX_DEV_CUDA : MPX_DEV_CPU;
+    t->eval_every = mpx_cfg_int(cfg, "train.eval_every");
+    t->eval_batches = mpx_cfg_int(cfg, "train.eval_batches");
+    t->checkpoint_every = mpx_cfg_int(cfg, "train.checkpoint_every");
+    t->max_nonfinite = (int)mpx_cfg_int(cfg, "train.max_nonfinite");
+
+    /* precision */
+    if (mpx_precision_init(&rc->precision, mpx_cfg_str(cfg, "precision.mode"),
+                           mpx_cfg_str(cfg, "precision.rounding"), t->seed) != 0)
+        return contradiction(cfg, "precision.mode", "unknown mode or rounding");
+    mpx_scaling_cfg *s = &rc->scaling;
+    mpx_scaling_defaults(s);
+    s->method = mpx_scaling_parse(mpx_cfg_str(cfg, "precision.scaling"));
+    s->loss_scale = mpx_cfg_float(cfg, "precision.loss_scale");
+    s->init_scale = mpx_cfg_float(cfg, "precision.init_scale");
+    s->growth_factor = mpx_cfg_float(cfg, "precision.growth_factor");
+    s->backoff_factor = mpx_cfg_float(cfg, "precision.backoff_factor");
+    s->growth_interval = (int)mpx_cfg_int(cfg, "precision.growth_interval");
+    s->hysteresis = (int)mpx_cfg_int(cfg, "precision.hysteresis");
+    s->min_scale = mpx_cfg_float(cfg, "precision.min_scale");
+    s->max_scale = mpx_cfg_float(cfg, "precision.max_scale");
+    s->n_uf = mpx_cfg_float(cfg, "precision.n_uf");
+    s->u_min = mpx_cfg_float(cfg, "precision.u_min");
+    s->u_max = mpx_cfg_float(cfg, "precision.u_max");
+    s->scale_bound = mpx_cfg_float(cfg, "precision.scale_bound");
+    s->accum_bound = mpx_cfg_float(cfg, "precision.accum_bound");
+    s->update_every = (int)mpx_cfg_int(cfg, "precision.update_every");
+    s->quantile = mpx_cfg_float(cfg, "precision.quantile");
+    s->unscale_fp16 = mpx_cfg_bool(cfg, "precision.unscale_fp16");
+
+    static const char *const dynamic_keys[] = {
+        "precision.init_scale", "precision.growth_factor", "precision.backoff_factor",
+        "precision.growth_interval", "precision.hysteresis", "precision.min_scale",
+        "precision.max_scale", NULL};
+    static const char *const adaptive_keys[] = {
+        "precision.n_uf", "precision.u_min", "precision.u_max", "precision.scale_bound",
+        "precision.accum_bound", "precision.update_every", "precision.quantile",
+        "precision.unscale_fp16", NULL};
+    static const char *const loss_scale_key[] = {"precision.loss_scale", NULL};
+    if (rc->precision.mode == MPX_MODE_FP32 && s->method != MPX_SCALING_NONE)
+        return contradiction(cfg, "precision.scaling",
+                             "loss scaling needs precision.mode = fp16 or bf16 (fp32 has nothing to scale)");
+    if (s->method != MPX_SCALING_DYNAMIC)
+        MPX_TRY(any_set(cfg, dynamic_keys, "precision.scaling is not dynamic"));
+    if (!mpx_scaling_is_layerwise(s->method))
+        MPX_TRY(any_set(cfg, adaptive_keys, "precision.scaling is not adaptive"));
+    if (s->method == MPX_SCALING_NONE || s->method == MPX_SCALING_DYNAMIC)
+        MPX_TRY(any_set(cfg, loss_scale_key, "precision.scaling is none or dynamic"));
+    if (s->method == MPX_SCALING_FIXED && !mpx_cfg_is_set(cfg, "precision.loss_scale"))
+        return contradiction(cfg, "precision.scaling", "fixed scaling needs precision.loss_scale");
+    if (s->max_scale > 0 && s->min_scale > s->max_scale)
+        return contradiction(cfg, "precision.min_scale", "exceeds precision.max_scale");
+
+    /* log */
+    rc->log.stats_every = mpx_cfg_int(cfg, "log.stats_every");
+    rc->log.log_every = mpx_cfg_int(cfg, "log.log_every");
+    const char *prog = mpx_cfg_str(cfg, "log.progress");
+    rc->log.progress = strcmp(prog, "always") == 0 ? 1 : strcmp(prog, "never") == 0 ? -1 : 0;
+    return MPX_OK;
+}
+
+mpx_status mpx_run_load(const char *path, const char *const *overrides, int n_overrides,
+                        mpx_config **cfg_out, mpx_run_cfg *rc) {
+    *cfg_out = NULL;
+    mpx_config *cfg;
+    MPX_TRY(mpx_config_load(path, &cfg));
+    *cfg_out = cfg;
+    for (int i = 0; i < n_overrides; i++) MPX_TRY(mpx_config_override(cfg, overrides[i]));
+    return mpx_run_cfg_from(cfg, rc);
+}

@@ -1,0 +1,239 @@
+/* trainer.c — the training loop of `mpx train`.
+ *
+ * One step: next batch (prepared by the loader's thread) -> forward -> backward with the loss
+ * scale, layer factors and, on statistics steps, the counted casts -> skip or update on the
+ * FP32 masters -> round the working weights -> log. Evaluation and checkpoints at their
+ * intervals; a run whose loss stays non-finite stops with a clear message and the reason in
+ * the run file.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpx/checkpoint.h"
+#include "mpx/runlog.h"
+#include "mpx/runtime.h"
+#include "run_internal.h"
+
+typedef struct {
+    const mpx_run_cfg *rc;
+    const mpx_train_opts *o;
+    run_data data;
+    mpx_graph *g;
+    int image, labels, logits;
+    mpx_optimizer *opt;
+    mpx_scaler scaler;
+    mpx_loader *train_loader;
+    mpx_runlog *log;
+    mpx_layer_stats *stats;
+    mpx_layer_info *layers;
+    float *logits_host;
+    double train_time;
+} trainer;
+
+static mpx_status build_model(trainer *t) {
+    run_model m;
+    mpx_status st = run_model_build(t->rc, &t->data, &m);
+    t->g = m.g;
+    t->image = m.image;
+    t->labels = m.labels;
+    t->logits = m.logits;
+    return st;
+}
+
+static mpx_status evaluate(trainer *t, double *loss, double *top1) {
+    run_model m = {t->g, t->image, t->labels, t->logits};
+    return run_evaluate(t->rc, &t->data, &m, t->logits_host, loss, top1);
+}
+
+static mpx_status open_log(trainer *t, int64_t resume_step) {
+    const mpx_run_cfg *rc = t->rc;
+    int nl = mpx_graph_n_layers(t->g);
+    t->layers = mpx_calloc((size_t)nl, sizeof *t->layers);
+    t->stats = mpx_calloc((size_t)nl, sizeof *t->stats);
+    if (!t->layers || !t->stats) return mpx_fail(MPX_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < nl; i++) mpx_graph_layer(t->g, i, &t->layers[i]);
+    char scaling[64];
+    snprintf(scaling, sizeof scaling, "%s", mpx_scaling_name(rc->scaling.method));
+    mpx_runlog_meta meta = {
+        .config = t->o->config_text,
+        .model = rc->model.arch,
+        .dataset = t->data.name,
+        .precision = mpx_precision_mode_name(rc->precision.mode),
+        .scaling = scaling,
+        .device = rc->train.device == MPX_DEV_CUDA ? "cuda" : "cpu",
+        .seed = (int64_t)rc->train.seed,
+        .threads = mpx_threads_get(),
+        .eval_metric = "top1",
+        .n_layers = nl,
+        .layers = t->layers,
+    };
+    if (resume_step >= 0) return mpx_runlog_reopen(t->o->out, &meta, resume_step, &t->log);
+    return mpx_runlog_create(t->o->out, &meta, t->o->force, &t->log);
+}
+
+static double pooled_underflow(const trainer *t) {
+    uint64_t nz = 0, fl = 0;
+    for (int i = 0; i < mpx_graph_n_layers(t->g); i++) {
+        nz += t->stats[i].act.nonzero;
+        fl += t->stats[i].act.flushed;
+    }
+    return nz ? (double)fl / (double)nz : 0.0;
+}
+
+static void report(trainer *t, const mpx_step_report *r) {
+    if (t->o->report) t->o->report(r, t->o->report_ctx);
+}
+
+static mpx_status checkpoint(trainer *t, int64_t next_step) {
+    mpx_checkpoint_state s = {
+        .g = t->g,
+        .opt = t->opt,
+        .scaler = &t->scaler,
+        .step = next_step,
+        .loader = mpx_loader_position(t->train_loader),
+        .config_text = t->o->config_text,
+        .model = t->rc->model.arch,
+    };
+    MPX_TRY(mpx_runlog_flush(t->log));
+    return mpx_checkpoint_write(t->o->checkpoint_path, &s);
+}
+
+static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
+    const mpx_run_cfg *rc = t->rc;
+    const int64_t steps = rc->train.steps, B = rc->train.batch_size;
+    const int layerwise = mpx_scaling_is_layerwise(rc->scaling.method);
+    const int tolerate_overflow = rc->scaling.method == MPX_SCALING_DYNAMIC || layerwise;
+    int bad_streak = 0;
+    double last_loss = NAN, underflow = 0;
+    mpx_status st = MPX_OK;
+    for (int64_t step = start; step < steps; step++) {
+        double t0 = mpx_now();
+        mpx_batch batch;
+        MPX_TRY(mpx_loader_next(t->train_loader, &batch));
+        MPX_TRY(mpx_graph_set_input(t->g, t->image, batch.x, MPX_F32, B * batch.h * batch.w * batch.c));
+        MPX_TRY(mpx_graph_set_input(t->g, t->labels, batch.y, MPX_I32, B));
+        MPX_TRY(mpx_graph_forward(t->g, 1));
+        double loss = mpx_graph_loss(t->g), scale = mpx_scaler_loss_scale(&t->scaler);
+        int stats_due = rc->log.stats_every > 0 && step % rc->log.stats_every == 0;
+        mpx_backward_opts bo = {&rc->scaling, scale, step, stats_due ? t->stats : NULL};
+        int64_t nonfinite = 0;
+        MPX_TRY(mpx_graph_backward(t->g, &bo, &nonfinite));
+        int loss_bad = !isfinite(loss);
+        int skip = mpx_scaler_update(&t->scaler, nonfinite > 0 || loss_bad);
+        double lr = mpx_lr_at(&rc->train.lr, step);
+        if (!skip) {
+            MPX_TRY(mpx_optimizer_step(t->opt, lr, NULL));
+            MPX_TRY(mpx_graph_sync_weights(t->g, step + 1));
+        }
+        t->train_time += mpx_now() - t0;
+        last_loss = loss;
+
+        mpx_train_row row = {step, (float)loss, (float)lr, scale, (uint8_t)skip,
+                             (float)(B / (mpx_now() - t0)), t->train_time};
+        MPX_TRY(mpx_runlog_train(t->log, &row));
+        if (stats_due) {
+            MPX_TRY(mpx_runlog_stats(t->log, step, t->stats));
+            underflow = pooled_underflow(t);
+        }
+        mpx_step_report r = {step, steps, loss, lr, scale, skip,
+                             (double)(step - start + 1) * B / t->train_time, t->train_time,
+                             0, 0, 0, stats_due, underflow};
+        report(t, &r);
+
+        /* Divergence: a non-finite loss (any method) or, where no scaler will recover,
+         * non-finite gradients, for max_nonfinite consecutive steps. */
+        bad_streak = (loss_bad || (skip && !tolerate_overflow)) ? bad_streak + 1 : 0;
+        if (bad_streak >= rc->train.max_nonfinite) {
+            char why[256];
+            snprintf(why, sizeof why,
+                     "diverged: %d consecutive steps with a non-finite loss or gradient (last at "
+                     "step %lld, train.max_nonfinite = %d)",
+                     bad_streak, (long long)step, rc->train.max_nonfinite);
+            MPX_TRY(mpx_runlog_mark_stopped(t->log, why));
+            res->stopped_early = 1;
+            res->steps_done = step + 1;
+            st = mpx_fail(MPX_ERR_NUMERIC, "%s", why);
+            break;
+        }
+
+        int last = step + 1 == steps;
+        int eval_due = last || (rc->train.eval_every > 0 && (step + 1) % rc->train.eval_every == 0);
+        if (eval_due) {
+            double el, top1;
+            MPX_TRY(evaluate(t, &el, &top1));
+            MPX_TRY(mpx_runlog_eval(t->log, step + 1, (float)el, (float)top1));
+            mpx_step_report e = r;
+            e.is_eval = 1;
+            e.eval_loss = el;
+            e.eval_metric = top1;
+            report(t, &e);
+            res->final_metric = top1;
+        }
+        if (t->o->checkpoint_path &&
+            ((rc->train.checkpoint_every > 0 && (step + 1) % rc->train.checkpoint_every == 0) || last))
+            MPX_TRY(checkpoint(t, step + 1));
+        res->steps_done = step + 1;
+    }
+    res->final_loss = last_loss;
+    res->skipped = t->scaler.skipped;
+    res->wall_s = t->train_time;
+    res->samples_per_s = t->train_time > 0 ? (double)(res->steps_done - start) * B / t->train_time : 0;
+    return st;
+}
+
+mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_train_result *res) {
+    trainer t;
+    memset(&t, 0, sizeof t);
+    memset(res, 0, sizeof *res);
+    t.rc = rc;
+    t.o = o;
+    mpx_threads_set(rc->train.threads);
+
+    mpx_checkpoint_state ck;
+    memset(&ck, 0, sizeof ck);
+    mpx_status st = run_data_open(rc, &t.data);
+    if (st == MPX_OK) st = build_model(&t);
+    if (st == MPX_OK) st = mpx_optimizer_create(t.g, &rc->train.optim, &t.opt);
+    if (st == MPX_OK) st = mpx_scaler_init(&t.scaler, &rc->scaling);
+    int64_t start = 0;
+    if (st == MPX_OK && o->resume) {
+        ck = (mpx_checkpoint_state){.g = t.g, .opt = t.opt, .scaler = &t.scaler,
+                                    .model = rc->model.arch};
+        st = mpx_checkpoint_read(o->resume, &ck);
+        start = ck.step;
+        if (st == MPX_OK) st = mpx_graph_sync_weights(t.g, start);
+        if (st == MPX_OK && start >= rc->train.steps)
+            st = mpx_fail(MPX_ERR_INPUT, "checkpoint '%s' is at step %lld; train.steps is %lld",
+                          o->resume, (long long)start, (long long)rc->train.steps);
+    }
+    if (st == MPX_OK) {
+        int64_t shape[2];
+        mpx_graph_tensor_shape(t.g, t.logits, shape);
+        t.logits_host = mpx_calloc((size_t)(shape[0] * shape[1]), sizeof(float));
+        if (!t.logits_host) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
+    }
+    if (st == MPX_OK) st = open_log(&t, o->resume ? start - 1 : -1);
+    if (st == MPX_OK) st = run_data_loader(rc, &t.data, 1, ck.loader, &t.train_loader);
+    if (st == MPX_OK) st = train_loop(&t, start, res);
+
+    if (t.log) {
+        if (st != MPX_OK && !res->stopped_early) {
+            char why[512];
+            snprintf(why, sizeof why, "error: %.480s", mpx_error_message());
+            mpx_runlog_mark_stopped(t.log, why);
+        }
+        mpx_status cs = mpx_runlog_close(t.log);
+        if (st == MPX_OK) st = cs;
+    }
+    mpx_loader_free(t.train_loader);
+    mpx_optimizer_free(t.opt);
+    mpx_graph_free(t.g);
+    run_data_close(&t.data);
+    free(t.stats);
+    free(t.layers);
+    free(t.logits_host);
+    free(ck.config_text_read);
+    return st;
+}
