@@ -242,6 +242,23 @@ static void test_resample(void) {
         }
     CHECK(worst < 1e-3, "2x downscale of a checkerboard: max deviation from the mean %g", worst);
 
+    /* Antialiasing at 3x: vertical stripes (40/200 by column parity) shrunk 3x in width. The
+     * triangle filter stretched to radius 3 weights the pixels at distance 0, 1, 2 from the
+     * output centre by 1, 2/3, 1/3: out = (5 v(3j+1) + 4 v(3j)) / 9 in the interior, where a
+     * plain 2-tap bilinear sample would return v(3j+1) (40 or 200) alone. */
+    enum { SW = 30, SH = 4 };
+    uint8_t st[SH * SW];
+    for (int y = 0; y < SH; y++)
+        for (int x = 0; x < SW; x++) st[y * SW + x] = (x & 1) ? 200 : 40;
+    CHECK_OK(mpx_resample_box(st, SH, SW, 1, 0, 0, SW, SH, out, SH, SW / 3, 0, &s));
+    worst = 0;
+    for (int y = 0; y < SH; y++)
+        for (int j = 1; j < SW / 3 - 1; j++) {
+            double want = (5.0 * st[3 * j + 1] + 4.0 * st[3 * j]) / 9.0;
+            worst = fmax(worst, fabs(out[y * (SW / 3) + j] - want));
+        }
+    CHECK(worst < 1e-3, "3x downscale of stripes: max error %g", worst);
+
     /* A constant image stays constant under any box and scale (weights are normalised). */
     uint8_t flat[7 * 5 * 3];
     memset(flat, 77, sizeof flat);
