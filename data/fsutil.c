@@ -1,0 +1,118 @@
+/* fsutil.c — see fsutil.h. */
+#include "data/fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int64_t mpx_fs_file_size(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+    return (int64_t)st.st_size;
+}
+
+int mpx_fs_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+mpx_status mpx_fs_mkdirs(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) return mpx_fail(MPX_ERR_INPUT, "bad directory path '%s'", path);
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return mpx_fail(MPX_ERR_IO, "cannot create directory '%s': %s", buf, strerror(errno));
+        if (!mpx_fs_is_dir(buf))
+            return mpx_fail(MPX_ERR_IO, "'%s' exists and is not a directory", buf);
+        buf[i] = saved;
+    }
+    return MPX_OK;
+}
+
+mpx_status mpx_fs_write_synced(const char *path, const void *data, size_t n) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return mpx_fail(MPX_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    const uint8_t *p = data;
+    size_t left = n;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int e = errno;
+            close(fd);
+            unlink(path);
+            return mpx_fail(MPX_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(path);
+        return mpx_fail(MPX_ERR_IO, "cannot sync '%s': %s", path, strerror(e));
+    }
+    return MPX_OK;
+}
+
+mpx_status mpx_fs_rename(const char *from, const char *to) {
+    if (rename(from, to) != 0)
+        return mpx_fail(MPX_ERR_IO, "cannot rename '%s' to '%s': %s", from, to, strerror(errno));
+    return MPX_OK;
+}
+
+mpx_status mpx_fs_write_atomic(const char *path, const void *data, size_t n) {
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return mpx_fail(MPX_ERR_INPUT, "path too long: '%s'", path);
+    MPX_TRY(mpx_fs_write_synced(tmp, data, n));
+    mpx_status st = mpx_fs_rename(tmp, path);
+    if (st != MPX_OK) unlink(tmp);
+    return st;
+}
+
+mpx_status mpx_fs_read_all(const char *path, char **data, size_t *n) {
+    *data = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return mpx_fail(MPX_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - 1 - len, f);
+        if (len < cap - 1) break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf) return mpx_fail(MPX_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (err) {
+        free(buf);
+        return mpx_fail(MPX_ERR_IO, "cannot read '%s'", path);
+    }
+    buf[len] = '\0';
+    *data = buf;
+    *n = len;
+    return MPX_OK;
+}
+
+mpx_status mpx_fs_join(char *buf, size_t cap, const char *a, const char *b) {
+    int k = snprintf(buf, cap, "%s/%s", a, b);
+    if (k < 0 || (size_t)k >= cap) return mpx_fail(MPX_ERR_INPUT, "path too long: '%s/%s'", a, b);
+    return MPX_OK;
+}

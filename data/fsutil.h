@@ -1,0 +1,30 @@
+/* fsutil.h — small file-system helpers for the data readers (internal to data/).
+ *
+ * Atomic writes (temp file + fsync + rename) so a crash never leaves a half-written cache
+ * file under its final name; every failure is an mpx_status naming the path.
+ */
+#ifndef MPX_DATA_FSUTIL_H
+#define MPX_DATA_FSUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mpx/error.h"
+
+/* Size of a regular file in bytes, or -1 when it does not exist / is not a regular file. */
+int64_t mpx_fs_file_size(const char *path);
+int mpx_fs_is_dir(const char *path);
+/* mkdir -p (MPX_ERR_IO naming the directory that could not be created). */
+mpx_status mpx_fs_mkdirs(const char *path);
+/* Write `n` bytes to `path` and fsync it (not atomic: for temporary files renamed later). */
+mpx_status mpx_fs_write_synced(const char *path, const void *data, size_t n);
+/* Write `n` bytes to `path` atomically: <path>.tmp.<pid> is written, synced and renamed. */
+mpx_status mpx_fs_write_atomic(const char *path, const void *data, size_t n);
+/* rename(2) with the failure named. */
+mpx_status mpx_fs_rename(const char *from, const char *to);
+/* Read a whole (small) file, NUL-terminated; caller frees *data. */
+mpx_status mpx_fs_read_all(const char *path, char **data, size_t *n);
+/* snprintf into buf; MPX_ERR_INPUT when the path does not fit. */
+mpx_status mpx_fs_join(char *buf, size_t cap, const char *a, const char *b);
+
+#endif

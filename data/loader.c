@@ -1,0 +1,297 @@
+/* loader.c — the batch loader: a worker thread fills a ring of batch slots ahead of the
+ * caller (prefetch + 1 slots: the caller holds one, the worker fills the others).
+ *
+ * Batch g (counted from epoch 0, batch 0) is epoch g / bpe, index g % bpe. The order of an
+ * epoch is a Fisher-Yates permutation drawn from stream MPX_RNG_DATA_ORDER starting at
+ * counter epoch << 40; example i's augmentation comes from MPX_RNG_AUGMENT keyed by (epoch, i)
+ * (augment.c). A batch is therefore a pure function of (seed, g): thread timing, prefetch depth
+ * and restarts cannot change it. The worker allocates nothing per batch; image-folder decode
+ * buffers only grow. Errors travel from the worker to mpx_loader_next with their message.
+ */
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/augment.h"
+#include "mpx/data.h"
+#include "mpx/rng.h"
+
+enum { SLOT_FREE, SLOT_READY, SLOT_HELD };
+
+typedef struct {
+    float *x;
+    int32_t *y;
+    int n;
+    int64_t g; /* global batch number */
+    int state;
+    mpx_status status;
+    char msg[1024];
+} slot;
+
+typedef struct { /* per decode thread (image folders) */
+    uint8_t *pix;
+    size_t cap;
+    mpx_resample_scratch rs;
+} scratch;
+
+struct mpx_loader {
+    mpx_loader_config cfg;
+    const mpx_dataset *ds;
+    const mpx_image_folder *folder;
+    int64_t n, bpe;
+    int oh, ow, c;
+    int64_t start_g, consumed;
+    int held; /* slot held by the caller, -1 when none */
+    int nslots;
+    slot *slots;
+    int64_t *perm, perm_epoch; /* worker-owned */
+    scratch *scr;              /* [cfg.threads] */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t ready, freed;
+    int stop;
+};
+
+mpx_loader_config mpx_loader_config_train(int batch_size, uint64_t seed) {
+    mpx_loader_config c;
+    memset(&c, 0, sizeof c);
+    c.batch_size = batch_size;
+    c.seed = seed;
+    c.shuffle = 1;
+    c.drop_last = 1;
+    for (int ch = 0; ch < MPX_DATA_MAX_CHANNELS; ch++) c.std[ch] = 1;
+    c.prefetch = 2;
+    c.threads = 1;
+    return c;
+}
+
+mpx_loader_config mpx_loader_config_eval(int batch_size) {
+    mpx_loader_config c = mpx_loader_config_train(batch_size, 0);
+    c.shuffle = 0;
+    c.drop_last = 0;
+    return c;
+}
+
+static void shuffle_epoch(mpx_loader *L, int64_t epoch) {
+    for (int64_t i = 0; i < L->n; i++) L->perm[i] = i;
+    mpx_rng r = mpx_rng_make(L->cfg.seed, MPX_RNG_DATA_ORDER, (uint64_t)epoch << 40);
+    for (int64_t i = L->n - 1; i > 0; i--) {
+        int64_t j = mpx_rng_below(&r, (uint32_t)(i + 1));
+        int64_t t = L->perm[i];
+        L->perm[i] = L->perm[j];
+        L->perm[j] = t;
+    }
+    L->perm_epoch = epoch;
+}
+
+/* One example into x (the image at `example` of the source, augmented for `epoch`). */
+static mpx_status fill_one(mpx_loader *L, scratch *s, int64_t epoch, int64_t example, float *x) {
+    mpx_augment a;
+    if (L->ds) {
+        const mpx_dataset *ds = L->ds;
+        mpx_augment_draw(&L->cfg, ds->h, ds->w, epoch, example, &a);
+        return mpx_augment_apply(&L->cfg, &a, mpx_dataset_image(ds, example), ds->h, ds->w, ds->c,
+                                 L->oh, L->ow, x, &s->rs);
+    }
+    int h, w;
+    MPX_TRY(mpx_image_folder_decode(L->folder, example, &s->pix, &s->cap, &h, &w));
+    mpx_augment_draw(&L->cfg, h, w, epoch, example, &a);
+    return mpx_augment_apply(&L->cfg, &a, s->pix, h, w, 3, L->oh, L->ow, x, &s->rs);
+}
+
+static void fill(mpx_loader *L, slot *sl, int64_t g) {
+    int64_t epoch = g / L->bpe, first = (g % L->bpe) * L->cfg.batch_size;
+    int B = L->cfg.batch_size;
+    int count = (int)(L->n - first < B ? L->n - first : B);
+    size_t per = (size_t)L->oh * L->ow * L->c;
+    if (L->cfg.shuffle && L->perm_epoch != epoch) shuffle_epoch(L, epoch);
+    sl->g = g;
+    sl->n = count;
+    sl->status = MPX_OK;
+    sl->msg[0] = '\0';
+    int failed = 0;
+#pragma omp parallel for num_threads(L->cfg.threads)                                               \
+    schedule(dynamic, 1) if (L->folder && L->cfg.threads > 1)
+    for (int j = 0; j < count; j++) {
+        int stop;
+#pragma omp atomic read
+        stop = failed;
+        if (stop) continue;
+        int64_t ex = L->cfg.shuffle ? L->perm[first + j] : first + j;
+        sl->y[j] = L->ds ? L->ds->labels[ex] : mpx_image_folder_label(L->folder, ex);
+        mpx_status st =
+            fill_one(L, &L->scr[omp_get_thread_num()], epoch, ex, sl->x + (size_t)j * per);
+        if (st != MPX_OK) {
+#pragma omp critical(mpx_loader_error)
+            if (!failed) {
+                sl->status = st;
+                snprintf(sl->msg, sizeof sl->msg, "epoch %lld batch %lld: %s", (long long)epoch,
+                         (long long)(g % L->bpe), mpx_error_message());
+#pragma omp atomic write
+                failed = 1;
+            }
+        }
+    }
+    memset(sl->x + (size_t)count * per, 0, (size_t)(B - count) * per * sizeof(float));
+    for (int j = count; j < B; j++) sl->y[j] = -1;
+}
+
+static void *worker(void *arg) {
+    mpx_loader *L = arg;
+    for (int64_t s = 0;; s++) {
+        slot *sl = &L->slots[s % L->nslots];
+        pthread_mutex_lock(&L->mu);
+        while (!L->stop && sl->state != SLOT_FREE) pthread_cond_wait(&L->freed, &L->mu);
+        int stop = L->stop;
+        pthread_mutex_unlock(&L->mu);
+        if (stop) break;
+        fill(L, sl, L->start_g + s);
+        pthread_mutex_lock(&L->mu);
+        sl->state = SLOT_READY;
+        pthread_cond_broadcast(&L->ready);
+        pthread_mutex_unlock(&L->mu);
+        if (sl->status != MPX_OK) break; /* the caller gets the error; nothing more to do */
+    }
+    return NULL;
+}
+
+static mpx_status create(const mpx_dataset *ds, const mpx_image_folder *folder,
+                         const mpx_loader_config *cfg, mpx_loader_pos start, mpx_loader **out) {
+    *out = NULL;
+    int oh, ow, c = ds ? ds->c : 3;
+    int64_t n = ds ? ds->n : mpx_image_folder_count(folder);
+    MPX_TRY(mpx_augment_check_config(cfg, ds ? ds->h : 0, ds ? ds->w : 0, c, &oh, &ow));
+    if (ds) MPX_TRY(mpx_dataset_validate(ds, "given to the loader"));
+    if (n < 1 || n >= ((int64_t)1 << 32))
+        return mpx_fail(MPX_ERR_INPUT, "loader: dataset of %lld examples (1 .. 2^32 - 1 supported)",
+                        (long long)n);
+    int64_t B = cfg->batch_size;
+    int64_t bpe = cfg->drop_last ? n / B : (n + B - 1) / B;
+    if (bpe == 0)
+        return mpx_fail(MPX_ERR_INPUT,
+                        "loader: %lld examples make no full batch of %lld (drop_last)",
+                        (long long)n, (long long)B);
+    if (start.epoch < 0 || start.epoch >= ((int64_t)1 << 24) || start.batch < 0 ||
+        start.batch >= bpe)
+        return mpx_fail(MPX_ERR_INPUT,
+                        "loader: start position epoch %lld batch %lld is outside epochs "
+                        "[0, 2^24) and batches [0, %lld)",
+                        (long long)start.epoch, (long long)start.batch, (long long)bpe);
+    mpx_loader *L = calloc(1, sizeof *L);
+    if (!L) return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the loader");
+    L->cfg = *cfg;
+    L->ds = ds;
+    L->folder = folder;
+    L->n = n;
+    L->bpe = bpe;
+    L->oh = oh;
+    L->ow = ow;
+    L->c = c;
+    L->start_g = start.epoch * bpe + start.batch;
+    L->held = -1;
+    L->perm_epoch = -1;
+    L->nslots = cfg->prefetch + 1;
+    size_t per = (size_t)oh * ow * c;
+    L->slots = calloc((size_t)L->nslots, sizeof *L->slots);
+    L->scr = calloc((size_t)cfg->threads, sizeof *L->scr);
+    int ok = L->slots && L->scr;
+    if (ok && cfg->shuffle) ok = (L->perm = malloc((size_t)n * sizeof *L->perm)) != NULL;
+    for (int i = 0; ok && i < L->nslots; i++) {
+        L->slots[i].x = calloc((size_t)B * per, sizeof(float));
+        L->slots[i].y = calloc((size_t)B, sizeof(int32_t));
+        ok = L->slots[i].x && L->slots[i].y;
+    }
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->ready, NULL);
+    pthread_cond_init(&L->freed, NULL);
+    if (!ok) {
+        mpx_loader_free(L);
+        return mpx_fail(MPX_ERR_NOMEM, "out of memory for %d loader batches of [%lld,%d,%d,%d]",
+                        cfg->prefetch + 1, (long long)B, oh, ow, c);
+    }
+    if (pthread_create(&L->thread, NULL, worker, L) != 0) {
+        mpx_loader_free(L);
+        return mpx_fail(MPX_ERR_IO, "loader: cannot start the worker thread");
+    }
+    L->thread_started = 1;
+    *out = L;
+    return MPX_OK;
+}
+
+mpx_status mpx_loader_create(const mpx_dataset *ds, const mpx_loader_config *cfg,
+                             mpx_loader_pos start, mpx_loader **out) {
+    return create(ds, NULL, cfg, start, out);
+}
+
+mpx_status mpx_loader_create_folder(const mpx_image_folder *f, const mpx_loader_config *cfg,
+                                    mpx_loader_pos start, mpx_loader **out) {
+    return create(NULL, f, cfg, start, out);
+}
+
+mpx_status mpx_loader_next(mpx_loader *L, mpx_batch *out) {
+    pthread_mutex_lock(&L->mu);
+    if (L->held >= 0) {
+        L->slots[L->held].state = SLOT_FREE;
+        L->held = -1;
+        pthread_cond_broadcast(&L->freed);
+    }
+    int idx = (int)(L->consumed % L->nslots);
+    slot *sl = &L->slots[idx];
+    while (sl->state != SLOT_READY) pthread_cond_wait(&L->ready, &L->mu);
+    if (sl->status != MPX_OK) {
+        mpx_status st = sl->status;
+        pthread_mutex_unlock(&L->mu);
+        return mpx_fail(st, "%s", sl->msg);
+    }
+    sl->state = SLOT_HELD;
+    L->held = idx;
+    L->consumed++;
+    pthread_mutex_unlock(&L->mu);
+    out->x = sl->x;
+    out->y = sl->y;
+    out->n = sl->n;
+    out->batch_size = L->cfg.batch_size;
+    out->h = L->oh;
+    out->w = L->ow;
+    out->c = L->c;
+    out->pos.epoch = sl->g / L->bpe;
+    out->pos.batch = sl->g % L->bpe;
+    return MPX_OK;
+}
+
+mpx_loader_pos mpx_loader_position(const mpx_loader *L) {
+    int64_t g = L->start_g + L->consumed;
+    mpx_loader_pos p = {g / L->bpe, g % L->bpe};
+    return p;
+}
+
+int64_t mpx_loader_batches_per_epoch(const mpx_loader *L) { return L->bpe; }
+
+void mpx_loader_free(mpx_loader *L) {
+    if (!L) return;
+    if (L->thread_started) {
+        pthread_mutex_lock(&L->mu);
+        L->stop = 1;
+        pthread_cond_broadcast(&L->freed);
+        pthread_mutex_unlock(&L->mu);
+        pthread_join(L->thread, NULL);
+    }
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->ready);
+    pthread_cond_destroy(&L->freed);
+    for (int i = 0; L->slots && i < L->nslots; i++) {
+        free(L->slots[i].x);
+        free(L->slots[i].y);
+    }
+    for (int t = 0; L->scr && t < L->cfg.threads; t++) {
+        free(L->scr[t].pix);
+        mpx_resample_scratch_free(&L->scr[t].rs);
+    }
+    free(L->slots);
+    free(L->scr);
+    free(L->perm);
+    free(L);
+}
