@@ -54,6 +54,10 @@ void mpx_encode(mpx_dtype dst_dtype, const float *src, void *dst, size_t n);
 const char *mpx_convert_impl(void);
 /* Force the portable C path (tests compare it against the vector path). 0 restores auto. */
 void mpx_convert_force_portable(int on);
+/* Cap the implementation used by encode/decode/cast at "avx512", "f16c" or "c" (tests and
+ * benchmarks compare them); NULL removes the cap. Returns 1 when this CPU has the one named, 0
+ * when it does not (the best one below it is used) or the name is unknown (cap unchanged). */
+int mpx_convert_limit(const char *impl);
 
 typedef enum { MPX_ROUND_RNE = 0, MPX_ROUND_STOCHASTIC } mpx_rounding;
 
