@@ -82,8 +82,10 @@ static void count_generic(mpx_dtype sf, const float *src, float scale, const uin
     st->count += m;
 }
 
+/* Cast elements [i0, i0 + m) (m <= BLOCK); when st != NULL add their counts to *st and their
+ * histogram to *h. */
 static void cast_block(const cast_plan *p, const float *src, void *dst, size_t i0, size_t m,
-                       mpx_cast_stats *st) {
+                       mpx_cast_stats *st, mpx_k_hist *h) {
     const mpx_cast_spec *s = p->spec;
     const float *x = src + i0;
     uint32_t rnd[BLOCK];
@@ -134,9 +136,9 @@ static void cast_block(const cast_plan *p, const float *src, void *dst, size_t i
         else
             p->enc_stat(cx, cscale, codes, m);
         if (p->impl == MPX_IMPL_AVX512)
-            mpx_k_count16_avx512(sf, cx, cscale, c, m, st);
+            mpx_k_count16_avx512(sf, cx, cscale, c, m, st, h);
         else
-            mpx_k_count16_c(sf, cx, cscale, c, m, st);
+            mpx_k_count16_c(sf, cx, cscale, c, m, st, h);
     } else {
         count_generic(sf, cx, cscale, sf == s->dst && p->stochastic ? rnd : 0, m, st);
     }
@@ -156,22 +158,26 @@ void mpx_cast(const mpx_cast_spec *spec, const float *src, void *dst, size_t n) 
                      : 0;
     const long nblocks = (long)((n + BLOCK - 1) / BLOCK);
     if (n < PAR_MIN) {
+        mpx_k_hist h = {0};
         for (long b = 0; b < nblocks; b++) {
             size_t i0 = (size_t)b * BLOCK;
-            cast_block(&p, src, dst, i0, n - i0 < BLOCK ? n - i0 : BLOCK, spec->stats);
+            cast_block(&p, src, dst, i0, n - i0 < BLOCK ? n - i0 : BLOCK, spec->stats, &h);
         }
+        if (spec->stats) mpx_k_hist_flush(&h, spec->stats);
         return;
     }
 #pragma omp parallel
     {
         mpx_cast_stats local = {0};
+        mpx_k_hist h = {0};
         mpx_cast_stats *st = spec->stats ? &local : 0;
 #pragma omp for schedule(static)
         for (long b = 0; b < nblocks; b++) {
             size_t i0 = (size_t)b * BLOCK;
-            cast_block(&p, src, dst, i0, n - i0 < BLOCK ? n - i0 : BLOCK, st);
+            cast_block(&p, src, dst, i0, n - i0 < BLOCK ? n - i0 : BLOCK, st, &h);
         }
         if (st) {
+            mpx_k_hist_flush(&h, st);
 #pragma omp critical(mpx_cast_stats_sum)
             mpx_cast_stats_add(spec->stats, st);
         }

@@ -48,12 +48,24 @@ void mpx_k_sr16_c(mpx_dtype fmt, const float *src, float scale, const uint32_t *
 void mpx_k_sr16_avx512(mpx_dtype fmt, const float *src, float scale, const uint32_t *rnd,
                        uint16_t *dst, size_t n);
 
-/* Add the counts of x = scale * src[i] against F16 or BF16 to *st, given codes[i], the code the
- * cast into that format produced for x (DESIGN.md §5). */
+/* Histogram accumulator of one thread's counting loops: MPX_K_SUBHIST interleaved 32-bit
+ * sub-histograms (consecutive elements go to different ones, so repeated increments of one bin
+ * do not wait on each other). Zero it before use; mpx_k_hist_flush adds it into an
+ * mpx_cast_stats and zeroes it. The counting loops flush by themselves before a 32-bit counter
+ * could wrap. */
+enum { MPX_K_SUBHIST = 8 };
+typedef struct {
+    uint32_t sub[MPX_K_SUBHIST][MPX_HIST_BINS];
+    uint64_t pending; /* elements added since the last flush */
+} mpx_k_hist;
+void mpx_k_hist_flush(mpx_k_hist *h, mpx_cast_stats *st);
+
+/* Add the counts of x = scale * src[i] against F16 or BF16 to *st (histogram into *h), given
+ * codes[i], the code the cast into that format produced for x (DESIGN.md §5). */
 void mpx_k_count16_c(mpx_dtype fmt, const float *src, float scale, const uint16_t *codes, size_t n,
-                     mpx_cast_stats *st);
+                     mpx_cast_stats *st, mpx_k_hist *h);
 void mpx_k_count16_avx512(mpx_dtype fmt, const float *src, float scale, const uint16_t *codes,
-                          size_t n, mpx_cast_stats *st);
+                          size_t n, mpx_cast_stats *st, mpx_k_hist *h);
 
 /* Random words for stochastic rounding: out[j] = mpx_rand_u32(seed, stream, counter + j). */
 void mpx_k_rand_c(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out, size_t n);

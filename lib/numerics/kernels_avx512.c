@@ -115,10 +115,10 @@ MPX_AVX512 void mpx_k_sr16_avx512(mpx_dtype fmt, const float *src, float scale, 
 }
 
 /* Counting: six masked popcounts per 16 values, and the histogram bin of each value computed in
- * vector form, then added with four interleaved sub-histograms so that runs of equal bins do not
- * serialise on one memory counter. */
+ * vector form, then added to the interleaved sub-histograms of *h. */
 MPX_AVX512 void mpx_k_count16_avx512(mpx_dtype fmt, const float *src, float scale,
-                                     const uint16_t *codes, size_t n, mpx_cast_stats *st) {
+                                     const uint16_t *codes, size_t n, mpx_cast_stats *st,
+                                     mpx_k_hist *h) {
     const int f16 = fmt == MPX_F16;
     const __m512i sub_end = _mm512_set1_epi32(f16 ? 0x0400 : 0x0080);
     const __m512i inf = _mm512_set1_epi32(f16 ? 0x7c00 : 0x7f80);
@@ -127,8 +127,6 @@ MPX_AVX512 void mpx_k_count16_avx512(mpx_dtype fmt, const float *src, float scal
     const __m512i zero = _mm512_setzero_si512();
     const __m512 s = _mm512_set1_ps(scale);
     uint64_t nonzero = 0, flushed = 0, below_min = 0, subnormal = 0, overflow = 0, nonfinite = 0;
-    uint32_t sub[4][MPX_HIST_BINS];
-    memset(sub, 0, sizeof sub);
     uint32_t bins[16];
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -151,15 +149,17 @@ MPX_AVX512 void mpx_k_count16_avx512(mpx_dtype fmt, const float *src, float scal
         b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(a, expmask), _mm512_set1_epi32(MPX_HIST_INF));
         b = _mm512_mask_mov_epi32(b, _mm512_cmpgt_epu32_mask(a, expmask), _mm512_set1_epi32(MPX_HIST_NAN));
         _mm512_storeu_si512((void *)bins, b);
-        for (int k = 0; k < 16; k += 4) {
-            sub[0][bins[k]]++;
-            sub[1][bins[k + 1]]++;
-            sub[2][bins[k + 2]]++;
-            sub[3][bins[k + 3]]++;
+        for (int k = 0; k < 16; k += 8) {
+            h->sub[0][bins[k]]++;
+            h->sub[1][bins[k + 1]]++;
+            h->sub[2][bins[k + 2]]++;
+            h->sub[3][bins[k + 3]]++;
+            h->sub[4][bins[k + 4]]++;
+            h->sub[5][bins[k + 5]]++;
+            h->sub[6][bins[k + 6]]++;
+            h->sub[7][bins[k + 7]]++;
         }
     }
-    for (int k = 0; k < MPX_HIST_BINS; k++)
-        st->hist[k] += (uint64_t)sub[0][k] + sub[1][k] + sub[2][k] + sub[3][k];
     st->count += i;
     st->nonzero += nonzero;
     st->flushed += flushed;
@@ -167,7 +167,8 @@ MPX_AVX512 void mpx_k_count16_avx512(mpx_dtype fmt, const float *src, float scal
     st->subnormal += subnormal;
     st->overflow += overflow;
     st->nonfinite += nonfinite;
-    mpx_k_count16_c(fmt, src + i, scale, codes + i, n - i, st);
+    h->pending += i;
+    mpx_k_count16_c(fmt, src + i, scale, codes + i, n - i, st, h);
 }
 
 /* Philox4x32-10 for 16 consecutive blocks at once (lib/core/rng.c is the reference). The 32x32

@@ -34,8 +34,17 @@ void mpx_k_sr16_c(mpx_dtype fmt, const float *src, float scale, const uint32_t *
     }
 }
 
+void mpx_k_hist_flush(mpx_k_hist *h, mpx_cast_stats *st) {
+    for (int j = 0; j < MPX_K_SUBHIST; j++)
+        for (int k = 0; k < MPX_HIST_BINS; k++) {
+            st->hist[k] += h->sub[j][k];
+            h->sub[j][k] = 0;
+        }
+    h->pending = 0;
+}
+
 void mpx_k_count16_c(mpx_dtype fmt, const float *src, float scale, const uint16_t *codes, size_t n,
-                     mpx_cast_stats *st) {
+                     mpx_cast_stats *st, mpx_k_hist *h) {
     /* Magnitude-code facts of the format: codes below `sub_end` with a zero exponent field are
      * subnormal; `inf` is +Inf; `min_sub` is the FP32 bit pattern of the smallest subnormal. */
     const uint32_t sub_end = fmt == MPX_F16 ? 0x0400u : 0x0080u;
@@ -52,8 +61,10 @@ void mpx_k_count16_c(mpx_dtype fmt, const float *src, float scale, const uint16_
         flushed += nz && fin && mag == 0;
         subnormal += mag != 0 && mag < sub_end;
         overflow += fin && mag == inf;
-        st->hist[mpx_fp_hist_bin(u)]++;
+        h->sub[i % MPX_K_SUBHIST][mpx_fp_hist_bin(u)]++;
     }
+    h->pending += n;
+    if (h->pending >= (1u << 31)) mpx_k_hist_flush(h, st);
     st->count += n;
     st->nonzero += nonzero;
     st->flushed += flushed;
