@@ -28,21 +28,35 @@ typedef struct {
     uint32_t sign_bit; /* sign bit of the code */
 } mpx_fp_fmt;
 
-#define MPX_FP_F16 ((mpx_fp_fmt){10, 15, 0x7bffu, 0x7c00u, 0x7e00u, 0x8000u})
-#define MPX_FP_BF16 ((mpx_fp_fmt){7, 127, 0x7f7fu, 0x7f80u, 0x7fc0u, 0x8000u})
-#define MPX_FP_E4M3 ((mpx_fp_fmt){3, 7, 0x7eu, 0u, 0x7fu, 0x80u})
-#define MPX_FP_E5M2 ((mpx_fp_fmt){2, 15, 0x7bu, 0x7cu, 0x7eu, 0x80u})
+/* (Functions rather than compound literals, which C++/CUDA lack.) */
+MPX_HD mpx_fp_fmt mpx_fp_fmt_make(int man, int bias, uint32_t max, uint32_t inf, uint32_t nan,
+                                  uint32_t sign) {
+    mpx_fp_fmt f = {man, bias, max, inf, nan, sign};
+    return f;
+}
+#define MPX_FP_F16 mpx_fp_fmt_make(10, 15, 0x7bffu, 0x7c00u, 0x7e00u, 0x8000u)
+#define MPX_FP_BF16 mpx_fp_fmt_make(7, 127, 0x7f7fu, 0x7f80u, 0x7fc0u, 0x8000u)
+#define MPX_FP_E4M3 mpx_fp_fmt_make(3, 7, 0x7eu, 0u, 0x7fu, 0x80u)
+#define MPX_FP_E5M2 mpx_fp_fmt_make(2, 15, 0x7bu, 0x7cu, 0x7eu, 0x80u)
 
 MPX_HD uint32_t mpx_fp_bits(float x) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(x);
+#else
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     return u;
+#endif
 }
 
 MPX_HD float mpx_fp_float(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
     float x;
     memcpy(&x, &u, sizeof x);
     return x;
+#endif
 }
 
 /* Round the finite magnitude a (FP32 bits, sign cleared) to the format with `man` mantissa bits
@@ -72,11 +86,14 @@ MPX_HD uint32_t mpx_fp_round_mag(uint32_t a, int man, int bias, int stochastic, 
         uint32_t frac32 = shift - 32 < 32 ? v >> (shift - 32) : 0u;
         return r < frac32 ? 1u : 0u;
     }
-    uint32_t q = v >> shift;
-    uint32_t low = v & ((1u << shift) - 1u);
-    if (stochastic) return q + (r < (low << (32 - shift)) ? 1u : 0u);
-    uint32_t half = 1u << (shift - 1);
-    return q + ((low > half || (low == half && (q & 1u))) ? 1u : 0u);
+    if (stochastic) {
+        uint32_t low = v & ((1u << shift) - 1u);
+        return (v >> shift) + (r < (low << (32 - shift)) ? 1u : 0u);
+    }
+    /* Branch-free RNE: adding half - 1 carries exactly when the discarded part exceeds half,
+     * and the kept part's lowest bit tips an exact half up when it is odd. No overflow: v is
+     * below 2^31 and half at most 2^30. */
+    return (v + ((1u << (shift - 1)) - 1u) + ((v >> shift) & 1u)) >> shift;
 }
 
 /* FP32 -> format code. *overflowed (may be NULL) is set to 1 when a finite x rounded beyond the
