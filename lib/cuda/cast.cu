@@ -91,7 +91,8 @@ template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Para
         const float s = p.src[i];
         /* A CPU multiply passes a NaN operand through, quieted; the GPU would return its
          * canonical NaN. Keep the CPU's NaN so the payload bits agree. */
-        const float x = isnan(s) ? __uint_as_float(__float_as_uint(s) | 0x00400000u) : __fmul_rn(p.scale, s);
+        const float x =
+            isnan(s) ? __uint_as_float(__float_as_uint(s) | 0x00400000u) : __fmul_rn(p.scale, s);
         uint32_t code = 0;
         if constexpr (DST == kF32) {
             ((float *)p.dst)[i] = x;
@@ -102,8 +103,10 @@ template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Para
         if constexpr (STATS) {
             /* The code counted is the cast performed when dst is the stats format, else RNE. */
             uint32_t sc;
-            if constexpr ((int)DST == SF) sc = code;
-            else sc = rne<SF>(x);
+            if constexpr ((int)DST == SF)
+                sc = code;
+            else
+                sc = rne<SF>(x);
             const uint32_t sub_end = SF == kF16 ? 0x0400u : 0x0080u;
             const uint32_t inf = SF == kF16 ? 0x7c00u : 0x7f80u;
             const uint32_t min_sub = SF == kF16 ? 0x33800000u : 0x00010000u; /* 2^-24, 2^-133 */
@@ -122,7 +125,8 @@ template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Para
         }
     }
     if (STATS) {
-        const uint32_t v[6] = {c.nonzero, c.flushed, c.below_min, c.subnormal, c.overflow, c.nonfinite};
+        const uint32_t v[6] = {c.nonzero,   c.flushed,  c.below_min,
+                               c.subnormal, c.overflow, c.nonfinite};
         for (int k = 0; k < 6; k++) {
             unsigned w = __reduce_add_sync(0xffffffffu, v[k]);
             if ((threadIdx.x & 31) == 0 && w) atomicAdd(&s_cnt[k], (unsigned long long)w);
@@ -135,8 +139,10 @@ template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Para
             (unsigned long long *)&st->overflow,  (unsigned long long *)&st->nonfinite};
         if (threadIdx.x < 6 && s_cnt[threadIdx.x]) atomicAdd(g[threadIdx.x], s_cnt[threadIdx.x]);
         for (int k = threadIdx.x; k < MPX_HIST_BINS; k += blockDim.x)
-            if (s_hist[k]) atomicAdd((unsigned long long *)&st->hist[k], (unsigned long long)s_hist[k]);
-        if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd((unsigned long long *)&st->count, (unsigned long long)p.n);
+            if (s_hist[k])
+                atomicAdd((unsigned long long *)&st->hist[k], (unsigned long long)s_hist[k]);
+        if (blockIdx.x == 0 && threadIdx.x == 0)
+            atomicAdd((unsigned long long *)&st->count, (unsigned long long)p.n);
     }
 }
 
@@ -147,30 +153,39 @@ template <int DST, int SF, bool SR, bool STATS> void launch(const Params &p, uns
 /* Pick the instantiation for (dst, stats format, rounding, counting). */
 template <int DST, int SF> void launch_sf(const Params &p, unsigned grid, bool sr) {
     if (p.stats) {
-        if (sr) launch<DST, SF, true, true>(p, grid);
-        else launch<DST, SF, false, true>(p, grid);
+        if (sr)
+            launch<DST, SF, true, true>(p, grid);
+        else
+            launch<DST, SF, false, true>(p, grid);
     } else {
-        if (sr) launch<DST, SF, true, false>(p, grid);
-        else launch<DST, SF, false, false>(p, grid);
+        if (sr)
+            launch<DST, SF, true, false>(p, grid);
+        else
+            launch<DST, SF, false, false>(p, grid);
     }
 }
 
 template <int DST> void launch_dst(const Params &p, unsigned grid, bool sr, int sf) {
-    if (sf == kF16) launch_sf<DST, kF16>(p, grid, sr);
-    else launch_sf<DST, kBF16>(p, grid, sr);
+    if (sf == kF16)
+        launch_sf<DST, kF16>(p, grid, sr);
+    else
+        launch_sf<DST, kBF16>(p, grid, sr);
 }
 
 } // namespace
 
-extern "C" mpx_status mpx_cast_cuda(const mpx_cast_spec *spec, const float *src, void *dst, size_t n) {
+extern "C" mpx_status mpx_cast_cuda(const mpx_cast_spec *spec, const float *src, void *dst,
+                                    size_t n) {
     const mpx_dtype d = spec->dst;
     if (d != MPX_F32 && d != MPX_F16 && d != MPX_BF16)
-        return mpx_fail(MPX_ERR_UNSUPPORTED, "mpx_cast_cuda: destination %s not supported (f32, f16, bf16)",
+        return mpx_fail(MPX_ERR_UNSUPPORTED,
+                        "mpx_cast_cuda: destination %s not supported (f32, f16, bf16)",
                         mpx_dtype_name(d));
     /* Without stats the stats format plays no part: any value is accepted. */
     const int sf = spec->stats ? (int)spec->stats_format : (int)MPX_F16;
     if (sf != MPX_F16 && sf != MPX_BF16)
-        return mpx_fail(MPX_ERR_UNSUPPORTED, "mpx_cast_cuda: stats format %s not supported (f16, bf16)",
+        return mpx_fail(MPX_ERR_UNSUPPORTED,
+                        "mpx_cast_cuda: stats format %s not supported (f16, bf16)",
                         mpx_dtype_name(spec->stats_format));
     if (n == 0) return MPX_OK;
     int dev = 0, sms = 0;
@@ -182,7 +197,8 @@ extern "C" mpx_status mpx_cast_cuda(const mpx_cast_spec *spec, const float *src,
     size_t grid = want < cap ? want : cap;
     size_t min_grid = (n >> 30) + 1;
     if (grid < min_grid) grid = min_grid;
-    Params p = {src, dst, n, spec->scale, spec->seed, (uint64_t)MPX_RNG_ROUNDING ^ spec->stream,
+    Params p = {src,          dst,        n,
+                spec->scale,  spec->seed, (uint64_t)MPX_RNG_ROUNDING ^ spec->stream,
                 spec->offset, spec->stats};
     const bool sr = spec->rounding == MPX_ROUND_STOCHASTIC && d != MPX_F32;
     switch (d) {

@@ -5,8 +5,8 @@
 #include "mpx/cuda.h"
 
 mpx_status mpx_cuda_fail(cudaError_t err, const char *file, int line, const char *expr) {
-    return mpx_fail(MPX_ERR_BACKEND, "%s:%d: %s: %s (%s)", file, line, expr, cudaGetErrorString(err),
-                    cudaGetErrorName(err));
+    return mpx_fail(MPX_ERR_BACKEND, "%s:%d: %s: %s (%s)", file, line, expr,
+                    cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
 extern "C" int mpx_cuda_device_count(void) {

@@ -6,13 +6,15 @@
  * the codes the cast produced. Threads count into private mpx_cast_stats that are summed at the
  * end; the counts are integers, so the sum does not depend on the order.
  */
+#include <string.h>
+
 #include "lib/numerics/fp_bits.h"
 #include "lib/numerics/kernels.h"
 #include "mpx/rng.h"
 
 enum {
-    BLOCK = 2048,      /* elements per work item; buffers for it live on the stack */
-    PAR_MIN = 1 << 15  /* below this many elements the cast runs on the calling thread */
+    BLOCK = 2048,     /* elements per work item; buffers for it live on the stack */
+    PAR_MIN = 1 << 15 /* below this many elements the cast runs on the calling thread */
 };
 
 void mpx_cast_stats_add(mpx_cast_stats *acc, const mpx_cast_stats *s) {
@@ -60,8 +62,8 @@ static uint32_t min_subnormal_bits(mpx_dtype t) {
 static void count_generic(mpx_dtype sf, const float *src, float scale, const uint32_t *rnd,
                           size_t m, mpx_cast_stats *st) {
     const uint32_t min_sub = min_subnormal_bits(sf);
-    const int is_f32 = sf == MPX_F32;
-    const mpx_fp_fmt f = is_f32 ? MPX_FP_F16 : fp8_fmt(sf);
+    const int is_f32 = sf == MPX_F32; /* counting against FP32 itself: the code is x's bits */
+    const mpx_fp_fmt f = fp8_fmt(sf); /* not used when is_f32 */
     const uint32_t mag_mask = is_f32 ? 0x7fffffffu : f.sign_bit - 1u;
     const uint32_t sub_end = is_f32 ? 0x00800000u : 1u << f.man_bits;
     for (size_t j = 0; j < m; j++) {
@@ -119,7 +121,8 @@ static void cast_block(const cast_plan *p, const float *src, void *dst, size_t i
         uint8_t *y = (uint8_t *)dst + i0;
         const mpx_fp_fmt f = fp8_fmt(s->dst);
         for (size_t j = 0; j < m; j++)
-            y[j] = (uint8_t)mpx_fp_encode(f, s->scale * x[j], p->stochastic, p->stochastic ? rnd[j] : 0u, 0);
+            y[j] = (uint8_t)mpx_fp_encode(f, s->scale * x[j], p->stochastic,
+                                          p->stochastic ? rnd[j] : 0u, 0);
         break;
     }
     }
@@ -152,13 +155,15 @@ void mpx_cast(const mpx_cast_spec *spec, const float *src, void *dst, size_t n) 
     p.impl = mpx_impl_current();
     p.stochastic = spec->rounding == MPX_ROUND_STOCHASTIC && spec->dst != MPX_F32;
     p.rng_stream = (uint64_t)MPX_RNG_ROUNDING ^ spec->stream;
-    p.enc_dst = spec->dst == MPX_F16 || spec->dst == MPX_BF16 ? mpx_k_encoder16(spec->dst, p.impl) : 0;
+    p.enc_dst =
+        spec->dst == MPX_F16 || spec->dst == MPX_BF16 ? mpx_k_encoder16(spec->dst, p.impl) : 0;
     p.enc_stat = spec->stats_format == MPX_F16 || spec->stats_format == MPX_BF16
                      ? mpx_k_encoder16(spec->stats_format, p.impl)
                      : 0;
     const long nblocks = (long)((n + BLOCK - 1) / BLOCK);
     if (n < PAR_MIN) {
-        mpx_k_hist h = {0};
+        mpx_k_hist h; /* 2.6 KB: zeroed only when counting */
+        if (spec->stats) memset(&h, 0, sizeof h);
         for (long b = 0; b < nblocks; b++) {
             size_t i0 = (size_t)b * BLOCK;
             cast_block(&p, src, dst, i0, n - i0 < BLOCK ? n - i0 : BLOCK, spec->stats, &h);
@@ -168,9 +173,13 @@ void mpx_cast(const mpx_cast_spec *spec, const float *src, void *dst, size_t n) 
     }
 #pragma omp parallel
     {
-        mpx_cast_stats local = {0};
-        mpx_k_hist h = {0};
+        mpx_cast_stats local;
+        mpx_k_hist h;
         mpx_cast_stats *st = spec->stats ? &local : 0;
+        if (st) {
+            memset(&local, 0, sizeof local);
+            memset(&h, 0, sizeof h);
+        }
 #pragma omp for schedule(static)
         for (long b = 0; b < nblocks; b++) {
             size_t i0 = (size_t)b * BLOCK;

@@ -66,8 +66,8 @@ MPX_HD float mpx_fp_float(uint32_t u) {
  * to the discarded fraction, decided by the 32 random bits r (exact for up to 32 discarded bits;
  * below that the probability is truncated to 32 bits, a bias under 2^-32 of one code step). */
 MPX_HD uint32_t mpx_fp_round_mag(uint32_t a, int man, int bias, int stochastic, uint32_t r) {
-    int e = (int)(a >> 23);       /* FP32 biased exponent, 0..254 */
-    int e_min = 128 - bias;       /* FP32 biased exponent of the format's smallest normal */
+    int e = (int)(a >> 23); /* FP32 biased exponent, 0..254 */
+    int e_min = 128 - bias; /* FP32 biased exponent of the format's smallest normal */
     uint32_t v;
     int shift;
     if (e >= e_min) {

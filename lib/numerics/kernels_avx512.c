@@ -9,6 +9,7 @@
 #include "lib/numerics/fp_bits.h"
 #include "lib/numerics/kernels.h"
 
+/* (Every AVX-512 CPU also has popcnt.) */
 #define MPX_AVX512 __attribute__((target("avx512f,avx512bw,f16c,popcnt")))
 
 MPX_AVX512 void mpx_k_encode_f16_avx512(const float *src, float scale, uint16_t *dst, size_t n) {
@@ -46,7 +47,8 @@ MPX_AVX512 void mpx_k_encode_bf16_avx512(const float *src, float scale, uint16_t
     const __m512 s = _mm512_set1_ps(scale);
     size_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256((__m256i *)(dst + i), bf16_rne(_mm512_mul_ps(_mm512_loadu_ps(src + i), s)));
+        _mm256_storeu_si256((__m256i *)(dst + i),
+                            bf16_rne(_mm512_mul_ps(_mm512_loadu_ps(src + i), s)));
     mpx_k_encode_bf16_c(src + i, scale, dst + i, n - i);
 }
 
@@ -78,12 +80,14 @@ MPX_AVX512 static inline __m512i sr_mag(__m512i a, __m512i r, int man, int bias)
     __m512i e_eff = _mm512_mask_mov_epi32(e, e0, _mm512_set1_epi32(1));
     __m512i sig = _mm512_and_si512(a, _mm512_set1_epi32(0x7fffff));
     sig = _mm512_mask_or_epi32(sig, (__mmask16)~e0, sig, _mm512_set1_epi32(0x800000));
-    __m512i shift_sub = _mm512_add_epi32(_mm512_set1_epi32(23 - man + e_min), _mm512_sub_epi32(_mm512_setzero_si512(), e_eff));
+    __m512i shift_sub = _mm512_add_epi32(_mm512_set1_epi32(23 - man + e_min),
+                                         _mm512_sub_epi32(_mm512_setzero_si512(), e_eff));
     __m512i v = _mm512_mask_mov_epi32(sig, normal, v_norm);
     __m512i shift = _mm512_mask_mov_epi32(shift_sub, normal, _mm512_set1_epi32(23 - man));
     __m512i q = _mm512_srlv_epi32(v, shift);
-    __m512i frac = _mm512_or_si512(_mm512_sllv_epi32(v, _mm512_sub_epi32(_mm512_set1_epi32(32), shift)),
-                                   _mm512_srlv_epi32(v, _mm512_sub_epi32(shift, _mm512_set1_epi32(32))));
+    __m512i frac =
+        _mm512_or_si512(_mm512_sllv_epi32(v, _mm512_sub_epi32(_mm512_set1_epi32(32), shift)),
+                        _mm512_srlv_epi32(v, _mm512_sub_epi32(shift, _mm512_set1_epi32(32))));
     __mmask16 up = _mm512_cmplt_epu32_mask(r, frac);
     return _mm512_mask_add_epi32(q, up, q, _mm512_set1_epi32(1));
 }
@@ -106,9 +110,11 @@ MPX_AVX512 void mpx_k_sr16_avx512(mpx_dtype fmt, const float *src, float scale, 
         __m512i q = sr_mag(a, r, man, bias);
         q = _mm512_mask_mov_epi32(q, _mm512_cmpgt_epu32_mask(q, max_code), inf);
         q = _mm512_mask_mov_epi32(q, _mm512_cmpeq_epi32_mask(a, expmask), inf);
-        __m512i nanv = _mm512_or_si512(nan_code, _mm512_and_si512(_mm512_srli_epi32(a, nan_shift), man_mask));
+        __m512i nanv =
+            _mm512_or_si512(nan_code, _mm512_and_si512(_mm512_srli_epi32(a, nan_shift), man_mask));
         q = _mm512_mask_mov_epi32(q, _mm512_cmpgt_epu32_mask(a, expmask), nanv);
-        q = _mm512_or_si512(q, _mm512_srli_epi32(_mm512_andnot_si512(_mm512_set1_epi32(0x7fffffff), u), 16));
+        q = _mm512_or_si512(
+            q, _mm512_srli_epi32(_mm512_andnot_si512(_mm512_set1_epi32(0x7fffffff), u), 16));
         _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(q));
     }
     mpx_k_sr16_c(fmt, src + i, scale, rnd + i, dst + i, n - i);
@@ -130,9 +136,11 @@ MPX_AVX512 void mpx_k_count16_avx512(mpx_dtype fmt, const float *src, float scal
     uint32_t bins[16];
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m512i a = _mm512_and_si512(_mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(src + i), s)), absmask);
-        __m512i mag = _mm512_and_si512(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(codes + i))),
-                                       _mm512_set1_epi32(0x7fff));
+        __m512i a = _mm512_and_si512(
+            _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(src + i), s)), absmask);
+        __m512i mag = _mm512_and_si512(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(codes + i))),
+            _mm512_set1_epi32(0x7fff));
         __mmask16 nz = _mm512_cmpneq_epi32_mask(a, zero);
         __mmask16 fin = _mm512_cmplt_epu32_mask(a, expmask);
         __mmask16 mag0 = _mm512_cmpeq_epi32_mask(mag, zero);
@@ -140,14 +148,17 @@ MPX_AVX512 void mpx_k_count16_avx512(mpx_dtype fmt, const float *src, float scal
         nonfinite += (uint64_t)_mm_popcnt_u32((uint16_t)~fin);
         below_min += (uint64_t)_mm_popcnt_u32(_mm512_mask_cmplt_epu32_mask(nz, a, min_sub));
         flushed += (uint64_t)_mm_popcnt_u32(nz & fin & mag0);
-        subnormal += (uint64_t)_mm_popcnt_u32(_mm512_mask_cmplt_epu32_mask((__mmask16)~mag0, mag, sub_end));
+        subnormal +=
+            (uint64_t)_mm_popcnt_u32(_mm512_mask_cmplt_epu32_mask((__mmask16)~mag0, mag, sub_end));
         overflow += (uint64_t)_mm_popcnt_u32(_mm512_mask_cmpeq_epi32_mask(fin, mag, inf));
         /* bin = clamp(exponent - 63, 0, 79); zero 80, Inf 81, NaN 82 (mpx_fp_hist_bin). */
         __m512i b = _mm512_sub_epi32(_mm512_srli_epi32(a, 23), _mm512_set1_epi32(63));
         b = _mm512_min_epi32(_mm512_max_epi32(b, zero), _mm512_set1_epi32(79));
         b = _mm512_mask_mov_epi32(b, (__mmask16)~nz, _mm512_set1_epi32(MPX_HIST_ZERO));
-        b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(a, expmask), _mm512_set1_epi32(MPX_HIST_INF));
-        b = _mm512_mask_mov_epi32(b, _mm512_cmpgt_epu32_mask(a, expmask), _mm512_set1_epi32(MPX_HIST_NAN));
+        b = _mm512_mask_mov_epi32(b, _mm512_cmpeq_epi32_mask(a, expmask),
+                                  _mm512_set1_epi32(MPX_HIST_INF));
+        b = _mm512_mask_mov_epi32(b, _mm512_cmpgt_epu32_mask(a, expmask),
+                                  _mm512_set1_epi32(MPX_HIST_NAN));
         _mm512_storeu_si512((void *)bins, b);
         for (int k = 0; k < 16; k += 8) {
             h->sub[0][bins[k]]++;
@@ -182,7 +193,8 @@ MPX_AVX512 static inline void mulhilo(__m512i a, __m512i m, __m512i *hi, __m512i
 
 MPX_AVX512 static void philox16(uint64_t seed, uint64_t stream, uint64_t block, uint32_t *out) {
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i m0 = _mm512_set1_epi32((int)0xD2511F53u), m1 = _mm512_set1_epi32((int)0xCD9E8D57u);
+    const __m512i m0 = _mm512_set1_epi32((int)0xD2511F53u),
+                  m1 = _mm512_set1_epi32((int)0xCD9E8D57u);
     __m512i base = _mm512_set1_epi32((int)(uint32_t)block);
     __m512i c0 = _mm512_add_epi32(base, iota);
     __mmask16 carry = _mm512_cmplt_epu32_mask(c0, base);

@@ -7,7 +7,8 @@
 #include "mpx/rng.h"
 
 void mpx_k_encode_f16_c(const float *src, float scale, uint16_t *dst, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)mpx_fp_encode(MPX_FP_F16, scale * src[i], 0, 0, 0);
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (uint16_t)mpx_fp_encode(MPX_FP_F16, scale * src[i], 0, 0, 0);
 }
 
 void mpx_k_decode_f16_c(const uint16_t *src, float *dst, size_t n) {
@@ -79,6 +80,7 @@ void mpx_k_rand_c(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *ou
     while (j < n) {
         uint32_t w[4];
         mpx_philox(seed, stream, counter >> 2, w);
-        for (unsigned k = (unsigned)(counter & 3); k < 4 && j < n; k++, j++, counter++) out[j] = w[k];
+        for (unsigned k = (unsigned)(counter & 3); k < 4 && j < n; k++, j++, counter++)
+            out[j] = w[k];
     }
 }

@@ -51,7 +51,8 @@ static void row(const char *name, op_kind op, const mpx_cast_spec *spec, int thr
     for (int k = 0; k < 3; k++) {
         int have = mpx_convert_limit(impls[k]);
         /* BF16 has no F16C version: that column would repeat the portable one. */
-        if (!have || ((op == ENC_BF16 || op == DEC_BF16 || (spec && spec->dst == MPX_BF16)) && k == 1)) {
+        if (!have ||
+            ((op == ENC_BF16 || op == DEC_BF16 || (spec && spec->dst == MPX_BF16)) && k == 1)) {
             printf(" %10s", "-");
             continue;
         }

@@ -38,7 +38,10 @@ static void fill(float *x, size_t n) {
         case 1: x[i] = INFINITY; break;
         case 2: x[i] = bits_f(0x7f800001u | (w[1] & 0x7fffffu)); break;
         case 3: x[i] = bits_f(w[1] & 0x7fffffu); break;
-        case 4: x[i] = ldexpf(1.0f + ldexpf(2.0f * (float)(w[2] % 1024) + 1.0f, -11), (int)(w[3] % 40) - 25); break;
+        case 4:
+            x[i] = ldexpf(1.0f + ldexpf(2.0f * (float)(w[2] % 1024) + 1.0f, -11),
+                          (int)(w[3] % 40) - 25);
+            break;
         default: x[i] = (float)exp2(-70.0 + 90.0 * (double)w[1] / 4294967296.0); break;
         }
         if (w[3] & 0x100) x[i] = -x[i];
@@ -65,8 +68,11 @@ int main(void) {
 
     const struct {
         mpx_dtype dst, sf;
-    } combos[] = {{MPX_F16, MPX_F16}, {MPX_BF16, MPX_BF16}, {MPX_F16, MPX_BF16},
-                  {MPX_BF16, MPX_F16}, {MPX_F32, MPX_F16}};
+    } combos[] = {{MPX_F16, MPX_F16},
+                  {MPX_BF16, MPX_BF16},
+                  {MPX_F16, MPX_BF16},
+                  {MPX_BF16, MPX_F16},
+                  {MPX_F32, MPX_F16}};
     const float scales[] = {1.0f, 0x1p12f, 0.3f};
     for (size_t c = 0; c < sizeof combos / sizeof combos[0]; c++) {
         for (int rnd = 0; rnd < 2; rnd++) {
@@ -100,24 +106,27 @@ int main(void) {
                           s_gpu.flushed == s_cpu.flushed && s_gpu.below_min == s_cpu.below_min &&
                           s_gpu.subnormal == s_cpu.subnormal && s_gpu.overflow == s_cpu.overflow &&
                           s_gpu.nonfinite == s_cpu.nonfinite,
-                      "%s: counts differ: flushed %llu/%llu subnormal %llu/%llu overflow %llu/%llu", what,
-                      (unsigned long long)s_gpu.flushed, (unsigned long long)s_cpu.flushed,
+                      "%s: counts differ: flushed %llu/%llu subnormal %llu/%llu overflow %llu/%llu",
+                      what, (unsigned long long)s_gpu.flushed, (unsigned long long)s_cpu.flushed,
                       (unsigned long long)s_gpu.subnormal, (unsigned long long)s_cpu.subnormal,
                       (unsigned long long)s_gpu.overflow, (unsigned long long)s_cpu.overflow);
-                CHECK(memcmp(s_gpu.hist, s_cpu.hist, sizeof s_cpu.hist) == 0, "%s: histograms differ", what);
+                CHECK(memcmp(s_gpu.hist, s_cpu.hist, sizeof s_cpu.hist) == 0,
+                      "%s: histograms differ", what);
 
                 /* Without stats: same bits. */
                 sp.stats = NULL;
                 CUDA_OK(cudaMemset(d_y, 0, bytes));
                 CHECK_OK(mpx_cast_cuda(&sp, d_x, d_y, n));
                 CUDA_OK(cudaMemcpy(gpu, d_y, bytes, cudaMemcpyDeviceToHost));
-                CHECK(memcmp(cpu, gpu, bytes) == 0, "%s, no stats: GPU bits differ from the CPU", what);
+                CHECK(memcmp(cpu, gpu, bytes) == 0, "%s, no stats: GPU bits differ from the CPU",
+                      what);
             }
         }
     }
     /* FP8 is not on the GPU yet: refused with a message, nothing launched. */
     mpx_cast_spec fp8 = mpx_cast_plain(MPX_F8_E4M3);
-    CHECK(mpx_cast_cuda(&fp8, d_x, d_y, n) == MPX_ERR_UNSUPPORTED && strstr(mpx_error_message(), "f8_e4m3"),
+    CHECK(mpx_cast_cuda(&fp8, d_x, d_y, n) == MPX_ERR_UNSUPPORTED &&
+              strstr(mpx_error_message(), "f8_e4m3"),
           "FP8 destination refused");
     cudaFree(d_x);
     cudaFree(d_y);

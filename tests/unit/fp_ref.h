@@ -17,9 +17,9 @@
 typedef struct {
     const char *name;
     int exp_bits, man_bits, bias, has_inf;
-    uint32_t max_code;  /* largest finite positive code */
+    uint32_t max_code; /* largest finite positive code */
     uint32_t sign_bit;
-    double *value;      /* value[c] for c = 0 .. max_code + 1 (the last one virtual) */
+    double *value; /* value[c] for c = 0 .. max_code + 1 (the last one virtual) */
 } ref_format;
 
 static inline ref_format ref_make(const char *name, int exp_bits, int man_bits, int has_inf) {

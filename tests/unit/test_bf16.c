@@ -15,7 +15,8 @@ static ref_format F;
 
 static int check_one(float x) {
     uint16_t got = mpx_f32_to_bf16(x);
-    if (isnan(x)) return (got & 0x7f80) == 0x7f80 && (got & 0x007f) && !!(got & 0x8000) == !!signbit(x);
+    if (isnan(x))
+        return (got & 0x7f80) == 0x7f80 && (got & 0x007f) && !!(got & 0x8000) == !!signbit(x);
     int ovf;
     return got == ref_round(&F, (double)x, &ovf);
 }
@@ -79,7 +80,8 @@ static void test_halfway_and_random(void) {
     CHECK(bad == 0, "halfway points: %ld of %ld wrong", bad, n);
     const long N = 2000000; /* uniformly random bit patterns cover BF16's whole range */
     bad = 0;
-    for (long i = 0; i < N; i++) bad += !check_one(ref_bits_f(mpx_rand_u32(21, MPX_RNG_TEST, (uint64_t)i)));
+    for (long i = 0; i < N; i++)
+        bad += !check_one(ref_bits_f(mpx_rand_u32(21, MPX_RNG_TEST, (uint64_t)i)));
     CHECK(bad == 0, "random bit patterns: %ld of %ld wrong", bad, N);
 }
 
@@ -104,11 +106,14 @@ static void test_bulk(void) {
         mpx_encode(MPX_BF16, x, h, n);
         long bad = 0;
         for (size_t i = 0; i < n; i++) bad += h[i] != mpx_f32_to_bf16(x[i]);
-        CHECK(bad == 0, "%s encode: %ld of %zu differ from the scalar conversion", impls[k], bad, n);
+        CHECK(bad == 0, "%s encode: %ld of %zu differ from the scalar conversion", impls[k], bad,
+              n);
         mpx_decode(MPX_BF16, pat, back, n);
         bad = 0;
-        for (size_t i = 0; i < n; i++) bad += ref_f_bits(back[i]) != ref_f_bits(mpx_bf16_to_f32(pat[i]));
-        CHECK(bad == 0, "%s decode: %ld of %zu differ from the scalar conversion", impls[k], bad, n);
+        for (size_t i = 0; i < n; i++)
+            bad += ref_f_bits(back[i]) != ref_f_bits(mpx_bf16_to_f32(pat[i]));
+        CHECK(bad == 0, "%s decode: %ld of %zu differ from the scalar conversion", impls[k], bad,
+              n);
         printf("  %s: encode and decode match the scalar conversion\n", impls[k]);
     }
     mpx_convert_limit(NULL);

@@ -44,19 +44,20 @@ static const struct {
     float x;
     int k;
 } g_items[] = {
-    {0.0f, 4}, {-0.0f, 1},      /* zeros */
-    {0x1p-26f, 3},              /* FP16: < 2^-25 -> 0: flushed, below_min; bin -26 */
-    {0x1p-25f, 2},              /* FP16: tie 0 / 2^-24 -> 0 (even): flushed, below_min; bin -25 */
-    {1.5f * 0x1p-25f, 4},       /* FP16: -> 2^-24: subnormal, below_min, not flushed; bin -25 */
-    {0x1p-24f, 2},              /* FP16: smallest subnormal; bin -24 */
-    {0x1p-20f, 3},              /* FP16: subnormal; bin -20 */
-    {-1.0f, 2},                 /* bin 0 */
-    {7e4f, 2},                  /* FP16: overflow to Inf; binade 16 clamps into the top bin 15 */
-    {65519.99f, 1},             /* FP16: -> 65504, no overflow; bin 15 */
-    {-INFINITY, 1},             /* nonfinite, not overflow (x is not finite); bin inf */
-    {NAN, 1},                   /* nonfinite; nonzero (NaN != 0); bin nan */
-    {1e-30f, 1},                /* FP16: flushed, below_min; binade -100 clamps into bin -64 */
-    {1e-45f, 1},                /* FP32 subnormal 2^-149: flushed, below_min; bin -64 */
+    {0.0f, 4},
+    {-0.0f, 1},           /* zeros */
+    {0x1p-26f, 3},        /* FP16: < 2^-25 -> 0: flushed, below_min; bin -26 */
+    {0x1p-25f, 2},        /* FP16: tie 0 / 2^-24 -> 0 (even): flushed, below_min; bin -25 */
+    {1.5f * 0x1p-25f, 4}, /* FP16: -> 2^-24: subnormal, below_min, not flushed; bin -25 */
+    {0x1p-24f, 2},        /* FP16: smallest subnormal; bin -24 */
+    {0x1p-20f, 3},        /* FP16: subnormal; bin -20 */
+    {-1.0f, 2},           /* bin 0 */
+    {7e4f, 2},            /* FP16: overflow to Inf; binade 16 clamps into the top bin 15 */
+    {65519.99f, 1},       /* FP16: -> 65504, no overflow; bin 15 */
+    {-INFINITY, 1},       /* nonfinite, not overflow (x is not finite); bin inf */
+    {NAN, 1},             /* nonfinite; nonzero (NaN != 0); bin nan */
+    {1e-30f, 1},          /* FP16: flushed, below_min; binade -100 clamps into bin -64 */
+    {1e-45f, 1},          /* FP32 subnormal 2^-149: flushed, below_min; bin -64 */
 };
 
 static size_t build(float *x) {
@@ -69,13 +70,13 @@ static size_t build(float *x) {
 static void check_hist_handbuilt(const char *what, const mpx_cast_stats *s) {
     /* bin index = binade + 64; zero 80, inf 81, nan 82. */
     uint64_t want[MPX_HIST_BINS] = {0};
-    want[0] = 2;       /* 1e-30, 1e-45 */
+    want[0] = 2; /* 1e-30, 1e-45 */
     want[-26 + 64] = 3;
     want[-25 + 64] = 6; /* 2^-25 (2) and 1.5 * 2^-25 (4) */
     want[-24 + 64] = 2;
     want[-20 + 64] = 3;
     want[0 + 64] = 2;
-    want[15 + 64] = 3;  /* 7e4 (2, clamped) and 65519.99 */
+    want[15 + 64] = 3; /* 7e4 (2, clamped) and 65519.99 */
     want[MPX_HIST_ZERO] = 5;
     want[MPX_HIST_INF] = 1;
     want[MPX_HIST_NAN] = 1;
@@ -180,7 +181,8 @@ static void test_handbuilt_fp8(void) {
      *   1.5 * 2^-10 -> 2^-9: subnormal, below_min
      *   2^-7: subnormal;  1.0: normal;  Inf: nonfinite (-> NaN)
      * count 9, nonzero 9, flushed 1, below_min 2, subnormal 2, overflow 2, nonfinite 1. */
-    float a[] = {500.0f, 465.0f, 450.0f, 464.0f, 0x1p-10f, 1.5f * 0x1p-10f, 0x1p-7f, 1.0f, INFINITY};
+    float a[] = {500.0f,          465.0f,  450.0f, 464.0f,  0x1p-10f,
+                 1.5f * 0x1p-10f, 0x1p-7f, 1.0f,   INFINITY};
     uint8_t c[9];
     mpx_cast_stats s = {0};
     mpx_cast_spec spec = mpx_cast_plain(MPX_F8_E4M3);
@@ -202,8 +204,9 @@ static void test_handbuilt_fp8(void) {
     counts e5m2 = {9, 8, 1, 1, 2, 2, 1};
     check_counts("e5m2", &s2, e5m2);
     CHECK(mpx_hist_bin(b[0]) == 15 + 64 && mpx_hist_bin(b[2]) == 79 && mpx_hist_bin(b[7]) == 80 &&
-              mpx_hist_bin(b[8]) == 82 && mpx_hist_bin(-INFINITY) == 81 && mpx_hist_bin(0x1p-64f) == 0 &&
-              mpx_hist_bin(0x1.fffffep-64f) == 0 && mpx_hist_bin(0x1p-63f) == 1,
+              mpx_hist_bin(b[8]) == 82 && mpx_hist_bin(-INFINITY) == 81 &&
+              mpx_hist_bin(0x1p-64f) == 0 && mpx_hist_bin(0x1.fffffep-64f) == 0 &&
+              mpx_hist_bin(0x1p-63f) == 1,
           "mpx_hist_bin");
 }
 
@@ -265,7 +268,9 @@ static void brute(const mpx_cast_spec *sp, const float *src, const void *dst, si
             /* E4M3 overflow = saturation: the unbounded rounding passed 448. */
             int ovf;
             if (sp->dst == sf && sp->rounding == MPX_ROUND_STOCHASTIC)
-                ref_round_sr(&R[sf], x, mpx_rand_u32(sp->seed, MPX_RNG_ROUNDING ^ sp->stream, sp->offset + i), &ovf);
+                ref_round_sr(&R[sf], x,
+                             mpx_rand_u32(sp->seed, MPX_RNG_ROUNDING ^ sp->stream, sp->offset + i),
+                             &ovf);
             else
                 ref_round(&R[sf], x, &ovf);
             out->overflow += ovf;
@@ -292,7 +297,8 @@ static void fill_random(float *x, size_t n) {
         else if (cat < 6)
             x[i] = NAN;
         else if (cat < 10)
-            x[i] = ldexpf(1.0f + ldexpf(2.0f * (float)(w[2] % 1024) + 1.0f, -11), (int)(w[3] % 40) - 25);
+            x[i] = ldexpf(1.0f + ldexpf(2.0f * (float)(w[2] % 1024) + 1.0f, -11),
+                          (int)(w[3] % 40) - 25);
         else
             x[i] = (float)exp2(-70.0 + 90.0 * (double)w[1] / 4294967296.0);
         if (w[3] & 0x100) x[i] = -x[i];
@@ -308,9 +314,9 @@ static void test_brute_force(void) {
     const struct {
         mpx_dtype dst, sf;
     } combos[] = {
-        {MPX_F16, MPX_F16},         {MPX_BF16, MPX_BF16},   {MPX_F8_E4M3, MPX_F8_E4M3},
-        {MPX_F8_E5M2, MPX_F8_E5M2}, {MPX_F32, MPX_F16},     {MPX_F32, MPX_BF16},
-        {MPX_F32, MPX_F8_E4M3},     {MPX_BF16, MPX_F16},    {MPX_F16, MPX_F8_E5M2},
+        {MPX_F16, MPX_F16},         {MPX_BF16, MPX_BF16}, {MPX_F8_E4M3, MPX_F8_E4M3},
+        {MPX_F8_E5M2, MPX_F8_E5M2}, {MPX_F32, MPX_F16},   {MPX_F32, MPX_BF16},
+        {MPX_F32, MPX_F8_E4M3},     {MPX_BF16, MPX_F16},  {MPX_F16, MPX_F8_E5M2},
     };
     const float scales[] = {1.0f, 0x1p-7f, 0.7f};
     for (size_t c = 0; c < sizeof combos / sizeof combos[0]; c++) {
@@ -335,10 +341,11 @@ static void test_brute_force(void) {
                 got.count -= 5;
                 got.hist[3] -= 7;
                 brute(&sp, src, dst, n, &want);
-                CHECK(stats_equal(&got, &want), "%s: counts differ from the brute-force recount", what);
+                CHECK(stats_equal(&got, &want), "%s: counts differ from the brute-force recount",
+                      what);
                 if (!stats_equal(&got, &want)) {
-                    counts w = {want.count, want.nonzero, want.flushed, want.below_min, want.subnormal,
-                                want.overflow, want.nonfinite};
+                    counts w = {want.count,     want.nonzero,  want.flushed,  want.below_min,
+                                want.subnormal, want.overflow, want.nonfinite};
                     check_counts(what, &got, w);
                 }
                 /* RNE bits: equal to the scalar conversion. */

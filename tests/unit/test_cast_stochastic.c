@@ -82,8 +82,8 @@ static void test_exact_bits(mpx_dtype t) {
     }
     CHECK(bad == 0, "%s: %ld of %zu stochastic casts differ from the reference rule",
           mpx_dtype_name(t), bad, n);
-    CHECK(not_neighbour == 0, "%s: %ld results are not one of the two neighbours", mpx_dtype_name(t),
-          not_neighbour);
+    CHECK(not_neighbour == 0, "%s: %ld results are not one of the two neighbours",
+          mpx_dtype_name(t), not_neighbour);
     CHECK(moved == 0, "%s: %ld representable values moved", mpx_dtype_name(t), moved);
     CHECK(ups > (long)n / 10, "%s: only %ld of %zu rounded up (rounding looks deterministic)",
           mpx_dtype_name(t), ups, n);

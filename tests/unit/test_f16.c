@@ -17,7 +17,8 @@ static ref_format F;
 /* One input against the reference; returns 1 when it matches. */
 static int check_one(float x) {
     uint16_t got = mpx_f32_to_f16(x);
-    if (isnan(x)) return (got & 0x7c00) == 0x7c00 && (got & 0x03ff) && !!(got & 0x8000) == !!signbit(x);
+    if (isnan(x))
+        return (got & 0x7c00) == 0x7c00 && (got & 0x03ff) && !!(got & 0x8000) == !!signbit(x);
     int ovf;
     return got == ref_round(&F, (double)x, &ovf);
 }
@@ -40,7 +41,8 @@ static void test_round_trip_exhaustive(void) {
         float f = mpx_f16_to_f32((uint16_t)h);
         int is_nan_pattern = (h & 0x7c00) == 0x7c00 && (h & 0x03ff);
         if (is_nan_pattern) {
-            /* NaN decodes to NaN with its sign, and comes back a quiet NaN with the same payload. */
+            /* NaN decodes to NaN with its sign, and comes back a quiet NaN with the same payload.
+             */
             uint16_t back = mpx_f32_to_f16(f);
             nan_bad += !isnan(f) || !!signbit(f) != !!(h & 0x8000) || back != (h | 0x0200);
         } else {
@@ -55,7 +57,8 @@ static void test_anchors(void) {
     /* REFERENCE.md §1, with the expected codes derived by hand:
      * 2^-24 is the smallest subnormal (code 1); 2^-25 is the tie between 0 and 2^-24 -> even (0);
      * 1.5*2^-25 and everything in (2^-25, 2^-24) is nearer 2^-24; 65504 is the max (0x7bff);
-     * 65520 is the tie between 65504 (odd code) and 65536 (=Inf, even) -> Inf; 65519.99 -> 65504. */
+     * 65520 is the tie between 65504 (odd code) and 65536 (=Inf, even) -> Inf; 65519.99 -> 65504.
+     */
     struct {
         float x;
         uint16_t want;
@@ -78,8 +81,8 @@ static void test_anchors(void) {
         {-INFINITY, 0xfc00},
         {1e30f, 0x7c00},
         {-65520.0f, 0xfc00},
-        {1.0f + 0x1p-11f, 0x3c00},          /* tie, even mantissa below */
-        {1.0f + 3 * 0x1p-11f, 0x3c02},      /* tie, odd mantissa below: up */
+        {1.0f + 0x1p-11f, 0x3c00},     /* tie, even mantissa below */
+        {1.0f + 3 * 0x1p-11f, 0x3c02}, /* tie, odd mantissa below: up */
         {0x1p-26f, 0x0000},
     };
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
@@ -94,7 +97,8 @@ static void test_anchors(void) {
     CHECK(mpx_f32_to_f16(ref_bits_f(0x7fc00000u)) == 0x7e00, "qNaN");
     CHECK(mpx_f32_to_f16(ref_bits_f(0xffc00000u)) == 0xfe00, "-qNaN keeps its sign");
     CHECK(mpx_f32_to_f16(ref_bits_f(0x7f800001u)) == 0x7e00, "sNaN with low payload -> quiet");
-    CHECK(mpx_f32_to_f16(ref_bits_f(0x7fa00000u)) == 0x7f00, "sNaN with high payload -> quiet, payload kept");
+    CHECK(mpx_f32_to_f16(ref_bits_f(0x7fa00000u)) == 0x7f00,
+          "sNaN with high payload -> quiet, payload kept");
     /* mpx_round_to and the format facts. */
     CHECK(mpx_round_to(MPX_F16, 1.5f * 0x1p-25f) == 0x1p-24f, "mpx_round_to");
     CHECK(mpx_round_to(MPX_F32, 0.1f) == 0.1f, "mpx_round_to F32 is the identity");
@@ -185,11 +189,14 @@ static void test_bulk(void) {
         mpx_encode(MPX_F16, x, h, n);
         long bad = 0;
         for (size_t i = 0; i < n; i++) bad += h[i] != mpx_f32_to_f16(x[i]);
-        CHECK(bad == 0, "%s encode: %ld of %zu differ from the scalar conversion", impls[k], bad, n);
+        CHECK(bad == 0, "%s encode: %ld of %zu differ from the scalar conversion", impls[k], bad,
+              n);
         mpx_decode(MPX_F16, pat, back, n);
         bad = 0;
-        for (size_t i = 0; i < n; i++) bad += ref_f_bits(back[i]) != ref_f_bits(mpx_f16_to_f32(pat[i]));
-        CHECK(bad == 0, "%s decode: %ld of %zu differ from the scalar conversion", impls[k], bad, n);
+        for (size_t i = 0; i < n; i++)
+            bad += ref_f_bits(back[i]) != ref_f_bits(mpx_f16_to_f32(pat[i]));
+        CHECK(bad == 0, "%s decode: %ld of %zu differ from the scalar conversion", impls[k], bad,
+              n);
         printf("  %s: encode and decode match the scalar conversion\n", impls[k]);
     }
     mpx_convert_limit(NULL);

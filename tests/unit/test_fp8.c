@@ -68,7 +68,8 @@ static void test_format(const fp8 *f) {
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
     uint8_t *c = malloc(n);
     NEED(x && y && c);
-    for (size_t i = 0; i < n; i++) x[i] = ref_bits_f(mpx_rand_u32(32, MPX_RNG_TEST, i) & 0xc7ffffffu);
+    for (size_t i = 0; i < n; i++)
+        x[i] = ref_bits_f(mpx_rand_u32(32, MPX_RNG_TEST, i) & 0xc7ffffffu);
     mpx_encode(f->dtype, x, c, n);
     bad = 0;
     for (size_t i = 0; i < n; i++) bad += c[i] != f->enc(x[i]);
@@ -103,12 +104,15 @@ static void test_specials(void) {
     CHECK(mpx_f32_to_e5m2(61439.0f) == 0x7b, "e5m2 below the tie");
     CHECK(mpx_f32_to_e5m2(61440.0f) == 0x7c, "e5m2 tie -> Inf");
     CHECK(mpx_f32_to_e5m2(-1e9f) == 0xfc, "e5m2 overflow -> -Inf");
-    CHECK(mpx_f32_to_e5m2(0x1p-16f) == 0x01 && mpx_f32_to_e5m2(0x1p-17f) == 0x00, "e5m2 subnormals");
+    CHECK(mpx_f32_to_e5m2(0x1p-16f) == 0x01 && mpx_f32_to_e5m2(0x1p-17f) == 0x00,
+          "e5m2 subnormals");
     CHECK((mpx_f32_to_e5m2(NAN) & 0x7f) > 0x7c, "e5m2 NaN");
     const mpx_format_info *a = mpx_format(MPX_F8_E4M3), *b = mpx_format(MPX_F8_E5M2);
-    CHECK(a && a->max == 448 && a->min_subnormal == 0x1p-9 && a->min_normal == 0x1p-6 && !a->has_inf,
+    CHECK(a && a->max == 448 && a->min_subnormal == 0x1p-9 && a->min_normal == 0x1p-6 &&
+              !a->has_inf,
           "mpx_format(E4M3)");
-    CHECK(b && b->max == 57344 && b->min_subnormal == 0x1p-16 && b->min_normal == 0x1p-14 && b->has_inf,
+    CHECK(b && b->max == 57344 && b->min_subnormal == 0x1p-16 && b->min_normal == 0x1p-14 &&
+              b->has_inf,
           "mpx_format(E5M2)");
     CHECK(mpx_round_to(MPX_F8_E4M3, 500.0f) == 448.0f && mpx_round_to(MPX_F8_E5M2, 1.1f) == 1.0f,
           "mpx_round_to FP8");

@@ -41,9 +41,11 @@ static void test_moments_values(size_t n, float mean, float std, uint64_t seed) 
      * the larger of |mean| and std) is far above what correct code produces and far below any
      * real bug (a lost element changes the mean by ~1/n = 1e-6). */
     double scale = fmax(fabs((double)rm), (double)rs);
-    CHECK(fabs(m1.mean - (double)rm) <= 1e-11 * scale, "n=%zu mean %.17g vs %.17Lg", n, m1.mean, rm);
+    CHECK(fabs(m1.mean - (double)rm) <= 1e-11 * scale, "n=%zu mean %.17g vs %.17Lg", n, m1.mean,
+          rm);
     CHECK(fabs(m1.std - (double)rs) <= 1e-11 * scale, "n=%zu std %.17g vs %.17Lg", n, m1.std, rs);
-    CHECK(memcmp(&m1.mean, &m2.mean, sizeof(double)) == 0 && memcmp(&m1.std, &m2.std, sizeof(double)) == 0,
+    CHECK(memcmp(&m1.mean, &m2.mean, sizeof(double)) == 0 &&
+              memcmp(&m1.std, &m2.std, sizeof(double)) == 0,
           "n=%zu: 1 and 2 threads give different bits", n);
     float mn = x[0], mx = x[0], am = 0;
     for (size_t i = 0; i < n; i++) {
@@ -61,7 +63,8 @@ static void test_moments_special(void) {
     mpx_moments m;
     mpx_moments_f32(x, 6, &m);
     CHECK(!m.all_finite && isnan(m.mean) && m.min == -3.0f && m.max == 5.0f && m.absmax == 5.0f,
-          "NaN: not finite, mean NaN, extremes ignore it (min %g max %g)", (double)m.min, (double)m.max);
+          "NaN: not finite, mean NaN, extremes ignore it (min %g max %g)", (double)m.min,
+          (double)m.max);
     x[2] = -INFINITY;
     mpx_moments_f32(x, 6, &m);
     CHECK(!m.all_finite && m.min == -INFINITY && m.absmax == INFINITY, "Inf");
@@ -90,7 +93,8 @@ static int cmpf(const void *a, const void *b) {
 
 static void test_quantile(void) {
     const size_t n = 200001;
-    float *x = malloc(n * sizeof *x), *scratch = malloc(n * sizeof *x), *sorted = malloc(n * sizeof *x);
+    float *x = malloc(n * sizeof *x), *scratch = malloc(n * sizeof *x),
+          *sorted = malloc(n * sizeof *x);
     NEED(x && scratch && sorted);
     /* Many zeros (excluded), many duplicates (FP16-rounded values), a few NaN (ignored). */
     for (size_t i = 0; i < n; i++) {
