@@ -77,10 +77,15 @@ struct Counts {
     uint32_t nonzero, flushed, below_min, subnormal, overflow, nonfinite;
 };
 
+/* *dst += v for a uint64_t counter in device memory (skipped when v is 0). */
+__device__ void add_u64(uint64_t *dst, unsigned long long v) {
+    if (v) atomicAdd((unsigned long long *)dst, v);
+}
+
 template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Params p) {
     __shared__ unsigned int s_hist[MPX_HIST_BINS];
     __shared__ unsigned long long s_cnt[6];
-    if (STATS) {
+    if constexpr (STATS) {
         for (int k = threadIdx.x; k < MPX_HIST_BINS; k += blockDim.x) s_hist[k] = 0;
         if (threadIdx.x < 6) s_cnt[threadIdx.x] = 0;
         __syncthreads();
@@ -124,7 +129,7 @@ template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Para
             if ((threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&s_hist[bin], __popc(peers));
         }
     }
-    if (STATS) {
+    if constexpr (STATS) {
         const uint32_t v[6] = {c.nonzero,   c.flushed,  c.below_min,
                                c.subnormal, c.overflow, c.nonfinite};
         for (int k = 0; k < 6; k++) {
@@ -133,16 +138,17 @@ template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Para
         }
         __syncthreads();
         mpx_cast_stats *st = p.stats;
-        unsigned long long *g[6] = {
-            (unsigned long long *)&st->nonzero,   (unsigned long long *)&st->flushed,
-            (unsigned long long *)&st->below_min, (unsigned long long *)&st->subnormal,
-            (unsigned long long *)&st->overflow,  (unsigned long long *)&st->nonfinite};
-        if (threadIdx.x < 6 && s_cnt[threadIdx.x]) atomicAdd(g[threadIdx.x], s_cnt[threadIdx.x]);
+        if (threadIdx.x == 0) {
+            add_u64(&st->nonzero, s_cnt[0]);
+            add_u64(&st->flushed, s_cnt[1]);
+            add_u64(&st->below_min, s_cnt[2]);
+            add_u64(&st->subnormal, s_cnt[3]);
+            add_u64(&st->overflow, s_cnt[4]);
+            add_u64(&st->nonfinite, s_cnt[5]);
+            if (blockIdx.x == 0) add_u64(&st->count, p.n);
+        }
         for (int k = threadIdx.x; k < MPX_HIST_BINS; k += blockDim.x)
-            if (s_hist[k])
-                atomicAdd((unsigned long long *)&st->hist[k], (unsigned long long)s_hist[k]);
-        if (blockIdx.x == 0 && threadIdx.x == 0)
-            atomicAdd((unsigned long long *)&st->count, (unsigned long long)p.n);
+            add_u64(&st->hist[k], s_hist[k]);
     }
 }
 

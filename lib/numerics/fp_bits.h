@@ -66,34 +66,30 @@ MPX_HD float mpx_fp_float(uint32_t u) {
  * to the discarded fraction, decided by the 32 random bits r (exact for up to 32 discarded bits;
  * below that the probability is truncated to 32 bits, a bias under 2^-32 of one code step). */
 MPX_HD uint32_t mpx_fp_round_mag(uint32_t a, int man, int bias, int stochastic, uint32_t r) {
-    int e = (int)(a >> 23); /* FP32 biased exponent, 0..254 */
-    int e_min = 128 - bias; /* FP32 biased exponent of the format's smallest normal */
-    uint32_t v;
-    int shift;
-    if (e >= e_min) {
-        /* Normal in the target: rebias the exponent; the rounding carry may ripple into it. */
-        v = a - ((uint32_t)(127 - bias) << 23);
-        shift = 23 - man;
-    } else {
-        /* Subnormal in the target: the full significand in units of the FP32 ulp at e. */
-        int e_eff = e ? e : 1;
-        v = (a & 0x7fffffu) | (e ? 0x800000u : 0u);
-        shift = 23 - man + (e_min - e_eff);
-    }
-    if (shift >= 32) {
-        /* v < 2^24 <= half a code step: RNE gives 0; SR rounds up with probability v / 2^shift. */
-        if (!stochastic) return 0;
-        uint32_t frac32 = shift - 32 < 32 ? v >> (shift - 32) : 0u;
-        return r < frac32 ? 1u : 0u;
-    }
+    const int e = (int)(a >> 23); /* FP32 biased exponent, 0..254 */
+    const int e_min = 128 - bias; /* FP32 biased exponent of the format's smallest normal */
+    const int normal = e >= e_min;
+    /* Normal in the target: rebias the exponent (the rounding carry may ripple into it).
+     * Subnormal: the full significand, in units of the FP32 ulp at e, shifted further right.
+     * Written as selections so that the compiler need not branch on data. */
+    const uint32_t v =
+        normal ? a - ((uint32_t)(127 - bias) << 23) : (a & 0x7fffffu) | (e ? 0x800000u : 0u);
+    const int shift = normal ? 23 - man : 23 - man + e_min - (e ? e : 1);
     if (stochastic) {
+        if (shift >= 32) {
+            /* v < 2^24: rounds up (to the smallest subnormal) with probability v / 2^shift. */
+            uint32_t frac32 = shift - 32 < 32 ? v >> (shift - 32) : 0u;
+            return r < frac32 ? 1u : 0u;
+        }
         uint32_t low = v & ((1u << shift) - 1u);
         return (v >> shift) + (r < (low << (32 - shift)) ? 1u : 0u);
     }
-    /* Branch-free RNE: adding half - 1 carries exactly when the discarded part exceeds half,
-     * and the kept part's lowest bit tips an exact half up when it is odd. No overflow: v is
-     * below 2^31 and half at most 2^30. */
-    return (v + ((1u << (shift - 1)) - 1u) + ((v >> shift) & 1u)) >> shift;
+    /* RNE: adding half - 1 carries exactly when the discarded part exceeds half, and the kept
+     * part's lowest bit tips an exact half up when it is odd. A shift beyond 24 only occurs for
+     * v < 2^24 <= half, which rounds to 0 with any shift from 25 to 31: clamp it to 31. No
+     * overflow: v is below 2^31 and half at most 2^30. */
+    const int sh = shift < 31 ? shift : 31;
+    return (v + ((1u << (sh - 1)) - 1u) + ((v >> sh) & 1u)) >> sh;
 }
 
 /* FP32 -> format code. *overflowed (may be NULL) is set to 1 when a finite x rounded beyond the
