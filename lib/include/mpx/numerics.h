@@ -18,7 +18,9 @@
 extern "C" {
 #endif
 
-/* ---- scalar conversions (exact, RNE) ---- */
+/* ---- scalar conversions (exact, RNE) ----
+ * NaN -> quiet NaN with the sign and the top payload bits kept (as F16C does), in both
+ * directions. */
 uint16_t mpx_f32_to_f16(float x);
 float mpx_f16_to_f32(uint16_t h);
 uint16_t mpx_f32_to_bf16(float x);
@@ -54,6 +56,10 @@ void mpx_encode(mpx_dtype dst_dtype, const float *src, void *dst, size_t n);
 const char *mpx_convert_impl(void);
 /* Force the portable C path (tests compare it against the vector path). 0 restores auto. */
 void mpx_convert_force_portable(int on);
+/* Cap the implementation used by encode/decode/cast at "avx512", "f16c" or "c" (tests and
+ * benchmarks compare them); NULL removes the cap. Returns 1 when this CPU has the one named, 0
+ * when it does not (the best one below it is used) or the name is unknown (cap unchanged). */
+int mpx_convert_limit(const char *impl);
 
 typedef enum { MPX_ROUND_RNE = 0, MPX_ROUND_STOCHASTIC } mpx_rounding;
 
@@ -73,7 +79,8 @@ typedef struct {
     uint64_t flushed;   /* x != 0, finite, and cast(x) == 0 */
     uint64_t below_min; /* 0 < |x| < min subnormal of the format (the papers' definition) */
     uint64_t subnormal; /* cast(x) is subnormal (nonzero) */
-    uint64_t overflow;  /* x finite, cast(x) infinite (or saturated to max for E4M3) */
+    uint64_t overflow;  /* x finite, cast(x) infinite (or saturated to max for E4M3: the rounding
+                         * went past 448, i.e. |x| > 464 under RNE) */
     uint64_t nonfinite; /* x is Inf or NaN */
     uint64_t hist[MPX_HIST_BINS]; /* log2|x| bins of the pre-cast value x, plus zero/inf/nan */
 } mpx_cast_stats;
@@ -90,7 +97,12 @@ void mpx_cast_stats_add(mpx_cast_stats *acc, const mpx_cast_stats *s);
  * (F16 in an fp32 run: what FP16 storage would have done). Counting uses the cast actually
  * performed when dst == stats_format, else the RNE cast into stats_format.
  * Stochastic rounding draws element i's random bits from (seed, MPX_RNG_ROUNDING ^ stream, offset + i):
- * results do not depend on the thread count. src and dst may alias only when dst is F32. */
+ * results do not depend on the thread count. src and dst may alias only when dst is F32.
+ * Stochastic rounding rounds |x| up with probability (|x| - lo) / (hi - lo) between its
+ * neighbours lo <= |x| < hi (exactly: up iff r < floor(2^32 (|x| - lo) / (hi - lo)) for the
+ * 32-bit random word r), so past the largest finite value it can reach Inf (saturate for E4M3).
+ * dst and stats_format must be floating dtypes (a zeroed spec counts against F32 itself); for
+ * any other dtype mpx_cast writes nothing. */
 typedef struct {
     mpx_dtype dst;
     mpx_rounding rounding;
@@ -112,10 +124,14 @@ typedef struct {
     float absmax;
     int all_finite;
 } mpx_moments;
-/* Deterministic for a given n and thread count: fixed blocks, double accumulation. */
+/* Deterministic for a given n and thread count: fixed blocks, double accumulation.
+ * (The blocks do not depend on the thread count, so neither does the result.) When every
+ * element is NaN, min, max and absmax are NaN; for n == 0 everything is 0 and all_finite is 1. */
 void mpx_moments_f32(const float *x, size_t n, mpx_moments *out);
 
-/* q-quantile (0..1) of |x| over the nonzero elements; 0 when none. Uses `scratch` (n floats). */
+/* q-quantile (0..1) of |x| over the nonzero elements; 0 when none. Uses `scratch` (n floats).
+ * The smallest value v with at least a fraction q of the m nonzero |x| <= v (the element of
+ * rank ceil(q m), 1-based; q = 0 gives the minimum). NaN elements are ignored. Selection, O(n). */
 float mpx_abs_quantile_nonzero(const float *x, size_t n, double q, float *scratch);
 
 #ifdef __cplusplus

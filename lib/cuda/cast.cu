@@ -1,0 +1,217 @@
+/* cast.cu — mpx_cast on the GPU: the FP32 -> F16 / BF16 (or scaled F32) cast with accounting.
+ *
+ * Same semantics and bits as lib/numerics/cast.c: x = scale * src[i] in FP32 (a NaN src[i]
+ * passes through quieted, as a CPU multiply does); RNE through
+ * __float2half_rn / __float2bfloat16_rn (NaN handled by the shared rule of fp_bits.h, which keeps
+ * the sign and payload where the hardware would return a canonical NaN); stochastic rounding by
+ * the integer rule of fp_bits.h with element i's random word taken from Philox (a copy of
+ * lib/core/rng.c) at counter offset + i. Counting: per-thread registers, reduced per warp, then
+ * per block in shared memory (a shared histogram with warp-aggregated increments), then one
+ * atomic add per counter per block into the mpx_cast_stats in device memory.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "lib/cuda/check.cuh"
+#include "lib/numerics/fp_bits.h"
+#include "mpx/cuda.h"
+#include "mpx/rng.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+/* Philox4x32-10, word (counter & 3) of block counter >> 2: mpx_rand_u32 of lib/core/rng.c. */
+__device__ uint32_t rand_u32(uint64_t seed, uint64_t stream, uint64_t counter) {
+    uint64_t block = counter >> 2;
+    uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32);
+    uint32_t c2 = (uint32_t)stream, c3 = (uint32_t)(stream >> 32);
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int round = 0; round < 10; round++) {
+        uint32_t lo0 = 0xD2511F53u * c0, hi0 = __umulhi(0xD2511F53u, c0);
+        uint32_t lo1 = 0xCD9E8D57u * c2, hi1 = __umulhi(0xCD9E8D57u, c2);
+        uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        c0 = n0;
+        c1 = lo1;
+        c2 = n2;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    switch (counter & 3) {
+    case 0: return c0;
+    case 1: return c1;
+    case 2: return c2;
+    default: return c3;
+    }
+}
+
+/* Format tags for the templates. */
+enum Fmt { kF32 = MPX_F32, kF16 = MPX_F16, kBF16 = MPX_BF16 };
+
+template <int F> __device__ uint32_t rne(float x) {
+    if constexpr (F == kF16) {
+        if (isnan(x)) return mpx_fp_encode(MPX_FP_F16, x, 0, 0u, 0);
+        return __half_as_ushort(__float2half_rn(x));
+    } else {
+        if (isnan(x)) return mpx_fp_encode(MPX_FP_BF16, x, 0, 0u, 0);
+        return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    }
+}
+
+template <int F> __device__ uint32_t stochastic(float x, uint32_t r) {
+    return mpx_fp_encode(F == kF16 ? MPX_FP_F16 : MPX_FP_BF16, x, 1, r, 0);
+}
+
+struct Params {
+    const float *src;
+    void *dst;
+    size_t n;
+    float scale;
+    uint64_t seed, stream, offset;
+    mpx_cast_stats *stats;
+};
+
+/* Counters a thread keeps in registers (32-bit: a thread sees fewer than 2^32 elements). */
+struct Counts {
+    uint32_t nonzero, flushed, below_min, subnormal, overflow, nonfinite;
+};
+
+/* *dst += v for a uint64_t counter in device memory (skipped when v is 0). */
+__device__ void add_u64(uint64_t *dst, unsigned long long v) {
+    if (v) atomicAdd((unsigned long long *)dst, v);
+}
+
+template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Params p) {
+    __shared__ unsigned int s_hist[MPX_HIST_BINS];
+    __shared__ unsigned long long s_cnt[6];
+    if constexpr (STATS) {
+        for (int k = threadIdx.x; k < MPX_HIST_BINS; k += blockDim.x) s_hist[k] = 0;
+        if (threadIdx.x < 6) s_cnt[threadIdx.x] = 0;
+        __syncthreads();
+    }
+    Counts c = {0, 0, 0, 0, 0, 0};
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += stride) {
+        const float s = p.src[i];
+        /* A CPU multiply passes a NaN operand through, quieted; the GPU would return its
+         * canonical NaN. Keep the CPU's NaN so the payload bits agree. */
+        const float x =
+            isnan(s) ? __uint_as_float(__float_as_uint(s) | 0x00400000u) : __fmul_rn(p.scale, s);
+        uint32_t code = 0;
+        if constexpr (DST == kF32) {
+            ((float *)p.dst)[i] = x;
+        } else {
+            code = SR ? stochastic<DST>(x, rand_u32(p.seed, p.stream, p.offset + i)) : rne<DST>(x);
+            ((uint16_t *)p.dst)[i] = (uint16_t)code;
+        }
+        if constexpr (STATS) {
+            /* The code counted is the cast performed when dst is the stats format, else RNE. */
+            uint32_t sc;
+            if constexpr ((int)DST == SF)
+                sc = code;
+            else
+                sc = rne<SF>(x);
+            const uint32_t sub_end = SF == kF16 ? 0x0400u : 0x0080u;
+            const uint32_t inf = SF == kF16 ? 0x7c00u : 0x7f80u;
+            const uint32_t min_sub = SF == kF16 ? 0x33800000u : 0x00010000u; /* 2^-24, 2^-133 */
+            const uint32_t u = mpx_fp_bits(x), a = u & 0x7fffffffu, mag = sc & 0x7fffu;
+            const bool nz = a != 0, fin = a < 0x7f800000u;
+            c.nonzero += nz;
+            c.nonfinite += !fin;
+            c.below_min += nz && a < min_sub;
+            c.flushed += nz && fin && mag == 0;
+            c.subnormal += mag != 0 && mag < sub_end;
+            c.overflow += fin && mag == inf;
+            /* Warp-aggregated histogram increment: one shared atomic per distinct bin. */
+            const int bin = mpx_fp_hist_bin(u);
+            const unsigned peers = __match_any_sync(__activemask(), bin);
+            if ((threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&s_hist[bin], __popc(peers));
+        }
+    }
+    if constexpr (STATS) {
+        const uint32_t v[6] = {c.nonzero,   c.flushed,  c.below_min,
+                               c.subnormal, c.overflow, c.nonfinite};
+        for (int k = 0; k < 6; k++) {
+            unsigned w = __reduce_add_sync(0xffffffffu, v[k]);
+            if ((threadIdx.x & 31) == 0 && w) atomicAdd(&s_cnt[k], (unsigned long long)w);
+        }
+        __syncthreads();
+        mpx_cast_stats *st = p.stats;
+        if (threadIdx.x == 0) {
+            add_u64(&st->nonzero, s_cnt[0]);
+            add_u64(&st->flushed, s_cnt[1]);
+            add_u64(&st->below_min, s_cnt[2]);
+            add_u64(&st->subnormal, s_cnt[3]);
+            add_u64(&st->overflow, s_cnt[4]);
+            add_u64(&st->nonfinite, s_cnt[5]);
+            if (blockIdx.x == 0) add_u64(&st->count, p.n);
+        }
+        for (int k = threadIdx.x; k < MPX_HIST_BINS; k += blockDim.x)
+            add_u64(&st->hist[k], s_hist[k]);
+    }
+}
+
+template <int DST, int SF, bool SR, bool STATS> void launch(const Params &p, unsigned grid) {
+    cast_kernel<DST, SF, SR, STATS><<<grid, kThreads>>>(p);
+}
+
+/* Pick the instantiation for (dst, stats format, rounding, counting). */
+template <int DST, int SF> void launch_sf(const Params &p, unsigned grid, bool sr) {
+    if (p.stats) {
+        if (sr)
+            launch<DST, SF, true, true>(p, grid);
+        else
+            launch<DST, SF, false, true>(p, grid);
+    } else {
+        if (sr)
+            launch<DST, SF, true, false>(p, grid);
+        else
+            launch<DST, SF, false, false>(p, grid);
+    }
+}
+
+template <int DST> void launch_dst(const Params &p, unsigned grid, bool sr, int sf) {
+    if (sf == kF16)
+        launch_sf<DST, kF16>(p, grid, sr);
+    else
+        launch_sf<DST, kBF16>(p, grid, sr);
+}
+
+} // namespace
+
+extern "C" mpx_status mpx_cast_cuda(const mpx_cast_spec *spec, const float *src, void *dst,
+                                    size_t n) {
+    const mpx_dtype d = spec->dst;
+    if (d != MPX_F32 && d != MPX_F16 && d != MPX_BF16)
+        return mpx_fail(MPX_ERR_UNSUPPORTED,
+                        "mpx_cast_cuda: destination %s not supported (f32, f16, bf16)",
+                        mpx_dtype_name(d));
+    /* Without stats the stats format plays no part: any value is accepted. */
+    const int sf = spec->stats ? (int)spec->stats_format : (int)MPX_F16;
+    if (sf != MPX_F16 && sf != MPX_BF16)
+        return mpx_fail(MPX_ERR_UNSUPPORTED,
+                        "mpx_cast_cuda: stats format %s not supported (f16, bf16)",
+                        mpx_dtype_name(spec->stats_format));
+    if (n == 0) return MPX_OK;
+    int dev = 0, sms = 0;
+    MPX_CUDA_TRY(cudaGetDevice(&dev));
+    MPX_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    /* Enough blocks to fill the device (8 per SM), fewer when n is small; more when a block would
+     * otherwise see 2^30 elements or more (its 32-bit shared histogram must not wrap). */
+    size_t want = (n + kThreads - 1) / kThreads, cap = (size_t)sms * 8;
+    size_t grid = want < cap ? want : cap;
+    size_t min_grid = (n >> 30) + 1;
+    if (grid < min_grid) grid = min_grid;
+    Params p = {src,          dst,        n,
+                spec->scale,  spec->seed, (uint64_t)MPX_RNG_ROUNDING ^ spec->stream,
+                spec->offset, spec->stats};
+    const bool sr = spec->rounding == MPX_ROUND_STOCHASTIC && d != MPX_F32;
+    switch (d) {
+    case MPX_F16: launch_dst<kF16>(p, (unsigned)grid, sr, sf); break;
+    case MPX_BF16: launch_dst<kBF16>(p, (unsigned)grid, sr, sf); break;
+    default: launch_dst<kF32>(p, (unsigned)grid, false, sf); break;
+    }
+    MPX_CUDA_TRY(cudaGetLastError());
+    return MPX_OK;
+}

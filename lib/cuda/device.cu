@@ -1,0 +1,32 @@
+/* device.cu — CUDA devices: how many, their names, and the error reporting used by lib/cuda. */
+#include <cstdio>
+
+#include "lib/cuda/check.cuh"
+#include "mpx/cuda.h"
+
+mpx_status mpx_cuda_fail(cudaError_t err, const char *file, int line, const char *expr) {
+    return mpx_fail(MPX_ERR_BACKEND, "%s:%d: %s: %s (%s)", file, line, expr,
+                    cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+extern "C" int mpx_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* no driver / no device: clear the error, report none */
+        return 0;
+    }
+    return n;
+}
+
+extern "C" const char *mpx_cuda_device_name(int device) {
+    static thread_local char name[256];
+    cudaDeviceProp prop;
+    name[0] = '\0';
+    if (device < 0 || device >= mpx_cuda_device_count() ||
+        cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+        cudaGetLastError();
+        return name;
+    }
+    snprintf(name, sizeof name, "%s", prop.name);
+    return name;
+}

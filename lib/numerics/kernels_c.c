@@ -1,0 +1,86 @@
+/* kernels_c.c — portable C versions of the conversion, stochastic-rounding and counting loops.
+ *
+ * These define the results: the vector versions must match them bit for bit and count for count.
+ */
+#include "lib/numerics/fp_bits.h"
+#include "lib/numerics/kernels.h"
+#include "mpx/rng.h"
+
+void mpx_k_encode_f16_c(const float *src, float scale, uint16_t *dst, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (uint16_t)mpx_fp_encode(MPX_FP_F16, scale * src[i], 0, 0, 0);
+}
+
+void mpx_k_decode_f16_c(const uint16_t *src, float *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = mpx_fp_decode(MPX_FP_F16, src[i]);
+}
+
+void mpx_k_encode_bf16_c(const float *src, float scale, uint16_t *dst, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (uint16_t)mpx_fp_encode(MPX_FP_BF16, scale * src[i], 0, 0, 0);
+}
+
+void mpx_k_decode_bf16_c(const uint16_t *src, float *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = mpx_fp_decode(MPX_FP_BF16, src[i]);
+}
+
+void mpx_k_sr16_c(mpx_dtype fmt, const float *src, float scale, const uint32_t *rnd, uint16_t *dst,
+                  size_t n) {
+    if (fmt == MPX_F16) {
+        for (size_t i = 0; i < n; i++)
+            dst[i] = (uint16_t)mpx_fp_encode(MPX_FP_F16, scale * src[i], 1, rnd[i], 0);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            dst[i] = (uint16_t)mpx_fp_encode(MPX_FP_BF16, scale * src[i], 1, rnd[i], 0);
+    }
+}
+
+void mpx_k_hist_flush(mpx_k_hist *h, mpx_cast_stats *st) {
+    for (int j = 0; j < MPX_K_SUBHIST; j++)
+        for (int k = 0; k < MPX_HIST_BINS; k++) {
+            st->hist[k] += h->sub[j][k];
+            h->sub[j][k] = 0;
+        }
+    h->pending = 0;
+}
+
+void mpx_k_count16_c(mpx_dtype fmt, const float *src, float scale, const uint16_t *codes, size_t n,
+                     mpx_cast_stats *st, mpx_k_hist *h) {
+    /* Magnitude-code facts of the format: codes below `sub_end` with a zero exponent field are
+     * subnormal; `inf` is +Inf; `min_sub` is the FP32 bit pattern of the smallest subnormal. */
+    const uint32_t sub_end = fmt == MPX_F16 ? 0x0400u : 0x0080u;
+    const uint32_t inf = fmt == MPX_F16 ? 0x7c00u : 0x7f80u;
+    const uint32_t min_sub = fmt == MPX_F16 ? 0x33800000u : 0x00010000u; /* 2^-24, 2^-133 */
+    uint64_t nonzero = 0, flushed = 0, below_min = 0, subnormal = 0, overflow = 0, nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = mpx_fp_bits(scale * src[i]);
+        uint32_t a = u & 0x7fffffffu, mag = codes[i] & 0x7fffu;
+        int nz = a != 0, fin = a < 0x7f800000u;
+        nonzero += nz;
+        nonfinite += !fin;
+        below_min += nz && a < min_sub;
+        flushed += nz && fin && mag == 0;
+        subnormal += mag != 0 && mag < sub_end;
+        overflow += fin && mag == inf;
+        h->sub[i % MPX_K_SUBHIST][mpx_fp_hist_bin(u)]++;
+    }
+    h->pending += n;
+    if (h->pending >= (1u << 31)) mpx_k_hist_flush(h, st);
+    st->count += n;
+    st->nonzero += nonzero;
+    st->flushed += flushed;
+    st->below_min += below_min;
+    st->subnormal += subnormal;
+    st->overflow += overflow;
+    st->nonfinite += nonfinite;
+}
+
+void mpx_k_rand_c(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out, size_t n) {
+    size_t j = 0;
+    while (j < n) {
+        uint32_t w[4];
+        mpx_philox(seed, stream, counter >> 2, w);
+        for (unsigned k = (unsigned)(counter & 3); k < 4 && j < n; k++, j++, counter++)
+            out[j] = w[k];
+    }
+}

@@ -1,0 +1,146 @@
+/* test_moments.c — mpx_moments_f32 and mpx_abs_quantile_nonzero.
+ *
+ * Moments against a long-double two-pass loop, bit-identical with 1 and 2 threads; extremes and
+ * the finite flag exactly; the quantile against sorting.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp_ref.h"
+#include "mpx/numerics.h"
+#include "mpx/rng.h"
+#include "testutil.h"
+
+/* Reference: long double, two passes. */
+static void ref_moments(const float *x, size_t n, long double *mean, long double *std) {
+    long double s = 0, q = 0;
+    for (size_t i = 0; i < n; i++) s += x[i];
+    *mean = s / n;
+    for (size_t i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+    *std = sqrtl(q / n);
+}
+
+static void test_moments_values(size_t n, float mean, float std, uint64_t seed) {
+    float *x = malloc(n * sizeof *x);
+    NEED(x);
+    mpx_test_normal(x, n, mean, std, seed);
+    x[n / 3] = 0.0f;
+    mpx_moments m1, m2;
+    omp_set_num_threads(2);
+    mpx_moments_f32(x, n, &m1);
+    omp_set_num_threads(1);
+    mpx_moments_f32(x, n, &m2);
+    omp_set_num_threads(2);
+    long double rm, rs;
+    ref_moments(x, n, &rm, &rs);
+    /* Tolerance: block sums of <= 4096 terms in double and a merge over n/4096 blocks: the
+     * relative error of the mean is ~ (4096 + n/4096) * 2^-53 * (sum |x| / |sum x|) and of the
+     * std similar; with |mean| >= std / 10 here sum|x| / |sum x| <= ~10, so 1e-11 relative (of
+     * the larger of |mean| and std) is far above what correct code produces and far below any
+     * real bug (a lost element changes the mean by ~1/n = 1e-6). */
+    double scale = fmax(fabs((double)rm), (double)rs);
+    CHECK(fabs(m1.mean - (double)rm) <= 1e-11 * scale, "n=%zu mean %.17g vs %.17Lg", n, m1.mean,
+          rm);
+    CHECK(fabs(m1.std - (double)rs) <= 1e-11 * scale, "n=%zu std %.17g vs %.17Lg", n, m1.std, rs);
+    CHECK(memcmp(&m1.mean, &m2.mean, sizeof(double)) == 0 &&
+              memcmp(&m1.std, &m2.std, sizeof(double)) == 0,
+          "n=%zu: 1 and 2 threads give different bits", n);
+    float mn = x[0], mx = x[0], am = 0;
+    for (size_t i = 0; i < n; i++) {
+        mn = fminf(mn, x[i]);
+        mx = fmaxf(mx, x[i]);
+        am = fmaxf(am, fabsf(x[i]));
+    }
+    CHECK(m1.min == mn && m1.max == mx && m1.absmax == am && m1.all_finite && m1.n == n,
+          "n=%zu: extremes or flags wrong", n);
+    free(x);
+}
+
+static void test_moments_special(void) {
+    float x[6] = {1.0f, -3.0f, NAN, 2.0f, 0.0f, 5.0f};
+    mpx_moments m;
+    mpx_moments_f32(x, 6, &m);
+    CHECK(!m.all_finite && isnan(m.mean) && m.min == -3.0f && m.max == 5.0f && m.absmax == 5.0f,
+          "NaN: not finite, mean NaN, extremes ignore it (min %g max %g)", (double)m.min,
+          (double)m.max);
+    x[2] = -INFINITY;
+    mpx_moments_f32(x, 6, &m);
+    CHECK(!m.all_finite && m.min == -INFINITY && m.absmax == INFINITY, "Inf");
+    /* Hand-computed: {1, 2, 3, 4}: mean 2.5, population variance 1.25. */
+    float y[4] = {1, 2, 3, 4};
+    mpx_moments_f32(y, 4, &m);
+    CHECK(m.mean == 2.5 && fabs(m.std - sqrt(1.25)) < 1e-15 && m.all_finite, "{1,2,3,4}");
+    mpx_moments_f32(y, 0, &m);
+    CHECK(m.n == 0 && m.mean == 0 && m.std == 0 && m.all_finite, "empty");
+    /* Large offset, tiny spread: naive E[x^2] - E[x]^2 would lose every digit. 1e4 + {0, 1}
+     * alternating: mean 1e4 + 0.5, std 0.5 exactly. */
+    size_t n = 100000;
+    float *z = malloc(n * sizeof *z);
+    NEED(z);
+    for (size_t i = 0; i < n; i++) z[i] = 1e4f + (float)(i & 1);
+    mpx_moments_f32(z, n, &m);
+    CHECK(fabs(m.mean - 10000.5) < 1e-9 && fabs(m.std - 0.5) < 1e-9, "offset: mean %.12g std %.12g",
+          m.mean, m.std);
+    free(z);
+}
+
+static int cmpf(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_quantile(void) {
+    const size_t n = 200001;
+    float *x = malloc(n * sizeof *x), *scratch = malloc(n * sizeof *x),
+          *sorted = malloc(n * sizeof *x);
+    NEED(x && scratch && sorted);
+    /* Many zeros (excluded), many duplicates (FP16-rounded values), a few NaN (ignored). */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t w[4];
+        mpx_philox(71, MPX_RNG_TEST, i, w);
+        float v = mpx_round_to(MPX_F16, (float)exp2(-20.0 + 20.0 * (double)w[0] / 4294967296.0));
+        x[i] = w[1] % 4 == 0 ? 0.0f : (w[2] & 1 ? -v : v);
+        if (w[3] % 10007 == 0) x[i] = NAN;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != 0 && !isnan(x[i])) sorted[m++] = fabsf(x[i]);
+    qsort(sorted, m, sizeof *sorted, cmpf);
+    /* Definition: the smallest v with at least a fraction q of the nonzero |x| <= v, i.e. the
+     * element of rank ceil(q m) (1-based) in sorted order; q = 0 gives the minimum. */
+    const double qs[] = {0.0, 0.001, 0.01, 0.25, 0.5, 0.99, 1.0};
+    for (int k = 0; k < 7; k++) {
+        double r = ceil(qs[k] * (double)m);
+        size_t idx = r < 1 ? 0 : (size_t)r - 1;
+        float got = mpx_abs_quantile_nonzero(x, n, qs[k], scratch);
+        CHECK(got == sorted[idx], "q=%g: %g, want %g", qs[k], (double)got, (double)sorted[idx]);
+    }
+    /* Hand-made: |x| nonzero = {1, 2, 3, 4} (zeros ignored): q=0.5 -> rank 2 -> 2; q=0.51 -> 3. */
+    float y[7] = {0, -4, 3, 0, -1, 2, 0};
+    CHECK(mpx_abs_quantile_nonzero(y, 7, 0.5, scratch) == 2.0f, "q=0.5 of {1,2,3,4}");
+    CHECK(mpx_abs_quantile_nonzero(y, 7, 0.51, scratch) == 3.0f, "q=0.51 of {1,2,3,4}");
+    CHECK(mpx_abs_quantile_nonzero(y, 7, 1.0, scratch) == 4.0f, "q=1 of {1,2,3,4}");
+    float zeros[3] = {0, -0.0f, 0};
+    CHECK(mpx_abs_quantile_nonzero(zeros, 3, 0.01, scratch) == 0.0f, "all zero -> 0");
+    /* All equal: the three-way partition must not degrade. */
+    for (size_t i = 0; i < n; i++) x[i] = 0.5f;
+    CHECK(mpx_abs_quantile_nonzero(x, n, 0.01, scratch) == 0.5f, "all equal");
+    /* Sorted input (a classic quickselect worst case for naive pivots). */
+    for (size_t i = 0; i < n; i++) x[i] = (float)(i + 1);
+    CHECK(mpx_abs_quantile_nonzero(x, n, 0.01, scratch) == (float)ceil(0.01 * n), "sorted input");
+    free(x);
+    free(scratch);
+    free(sorted);
+}
+
+int main(void) {
+    test_moments_values(10, 1.0f, 2.0f, 1);
+    test_moments_values(4097, -3.0f, 0.5f, 2);
+    test_moments_values(1000003, 0.1f, 1.0f, 3);
+    test_moments_values(2500000, 1e-3f, 1e-2f, 4); /* spans several merge groups */
+    test_moments_special();
+    test_quantile();
+    return mpx_test_done(__FILE__);
+}
