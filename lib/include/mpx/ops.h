@@ -49,6 +49,23 @@ void mpx_conv2d_reference(const mpx_conv2d_attr *a, int n, int h, int w, int c, 
                           int kw, const double *x, const double *wt, const double *b, double *y);
 /* Free the cached oneDNN primitives (called at shutdown; harmless when empty). */
 void mpx_conv2d_cache_clear(void);
+/* Implementation choice (benchmarks). AUTO is the measured rule in conv2d.c; ONEDNN_HWIO runs
+ * oneDNN on the user's HWIO weights; ONEDNN_ANY lets oneDNN pick the weights layout and
+ * reorders to/from HWIO on every call; SGEMM runs 1x1 stride-1 unpadded convolutions as one
+ * mpx_sgemm (other shapes then use AUTO). */
+typedef enum {
+    MPX_CONV_AUTO = 0,
+    MPX_CONV_ONEDNN_HWIO,
+    MPX_CONV_ONEDNN_ANY,
+    MPX_CONV_SGEMM
+} mpx_conv2d_impl;
+void mpx_conv2d_force(mpx_conv2d_impl impl);
+typedef enum { MPX_CONV_FORWARD = 0, MPX_CONV_BACKWARD_DATA, MPX_CONV_BACKWARD_WEIGHTS } mpx_conv2d_pass;
+/* What runs `pass` for x [N,H,W,C] and w [KH,KW,C,K] (with_bias: b / db given), e.g.
+ * "onednn brg:avx512_core weights Acdb16a (reorder)" or "sgemm onednn"; creates and caches the
+ * primitive as a real call would. */
+mpx_status mpx_conv2d_describe(mpx_conv2d_pass pass, const mpx_conv2d_attr *a, const mpx_tensor *x,
+                               const mpx_tensor *w, int with_bias, char *buf, size_t cap);
 
 /* ---- batch-norm over the last (channel) dimension: x [..., C] viewed as [M, C].
  * Training: batch mean and biased variance in FP32 (double accumulation), saved as
