@@ -39,8 +39,9 @@ extern long mpx_test_failures;
 /* Abort the test right away (setup failed, nothing else can be checked). */
 #define REQUIRE(cond, ...)                                                                         \
     do {                                                                                           \
-        CHECK(cond, __VA_ARGS__);                                                                  \
-        if (!(cond)) return mpx_test_done(__FILE__);                                               \
+        int require_ok_ = (cond) ? 1 : 0;                                                          \
+        CHECK(require_ok_, __VA_ARGS__);                                                           \
+        if (!require_ok_) return mpx_test_done(__FILE__);                                          \
     } while (0)
 
 int mpx_test_done(const char *name);

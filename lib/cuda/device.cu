@@ -9,14 +9,20 @@ mpx_status mpx_cuda_fail(cudaError_t err, const char *file, int line, const char
                     cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
+static thread_local char g_last_error[256] = "";
+
 extern "C" int mpx_cuda_device_count(void) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        snprintf(g_last_error, sizeof g_last_error, "%s", cudaGetErrorString(err));
         cudaGetLastError(); /* no driver / no device: clear the error, report none */
         return 0;
     }
     return n;
 }
+
+extern "C" const char *mpx_cuda_last_error(void) { return g_last_error; }
 
 extern "C" const char *mpx_cuda_device_name(int device) {
     static thread_local char name[256];

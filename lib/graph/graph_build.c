@@ -82,7 +82,7 @@ static gnode *add_node(mpx_graph *g, op_kind op, const char *name, const int *in
     t->numel = mpx_shape_numel(ndim, shape);
     t->role = MPX_ROLE_ACTIVATION;
     t->producer = g->n_nodes;
-    t->observer[0] = t->observer[1] = -1;
+    for (int k = 0; k < 4; k++) t->observer[k] = -1;
     t->grad_scale = 1.0;
 
     gnode *n = &g->nodes[g->n_nodes];

@@ -89,6 +89,7 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
         size_t bytes = (size_t)t->numel * mpx_dtype_size(t->grad_dtype);
         /* A fan-out gradient is only materialised at its producer's backward (the merge). */
         gb[i] = (mpx_arena_block){bytes, t->n_consumers > 1 ? last : first, last, 0};
+        if (g->keep_grads) gb[i].first = 0, gb[i].last = nn;
         if (t->n_consumers > 1)
             for (int c = 0; c < t->n_consumers; c++)
                 bb[nbb++] = (mpx_arena_block){(size_t)t->numel * sizeof(float),
@@ -197,6 +198,15 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
     if (g->compiled) return mpx_fail(MPX_ERR_INTERNAL, "graph compiled twice");
     g->be = mpx_backend_get(device);
     if (!g->be) return g->status = MPX_ERR_UNSUPPORTED;
+    /* The executor's own needs; operators are checked when a node runs. */
+    const char *missing = !g->be->decode ? "decode" : !g->be->moments ? "moments"
+                        : !g->be->accumulate ? "accumulate"
+                        : !g->be->unscale_accumulate ? "unscale_accumulate"
+                        : !g->be->abs_quantile ? "abs_quantile" : NULL;
+    if (missing)
+        return g->status = mpx_fail(MPX_ERR_UNSUPPORTED,
+                                    "the %s backend cannot run graphs yet (no %s)", g->be->name,
+                                    missing);
     g->prec = *prec;
 
     for (int i = 0; i < g->n_tensors; i++) {
@@ -213,14 +223,25 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
     for (int i = 0; i < g->n_params; i++)
         g->params[i].work_dtype = mpx_precision_dtype(prec, g->params[i].role);
 
-    /* Statistics observers: a layer's act stats are the cast of its output gradient; the loss
-     * observes the gradient it emits into its prediction input. */
+    /* Statistics observers. Flushing happens where an op computes a gradient and rounds it;
+     * ReLU, add and max-pool backward only move values of dy, so nothing new can flush there.
+     * A layer's act stats are therefore the counted cast of the first gradient on its output's
+     * path that such an op did not merely pass on: follow the output forward through
+     * single-consumer ReLU / add / max-pool nodes. (In a ResNet block, bn3's row counts the
+     * cast of the block output's merged gradient.) The loss observes the gradient it emits. */
     for (int l = 0; l < g->n_layers; l++) {
         gnode *n = &g->nodes[g->layer_node[l]];
-        gtensor *t = &g->tensors[n->seeds_gradient ? n->in[0] : n->out];
-        int slot = t->observer[0] < 0 ? 0 : 1;
-        if (t->observer[slot] >= 0)
-            return mpx_fail(MPX_ERR_INTERNAL, "tensor '%s' observed by more than two layers",
+        int ti = n->seeds_gradient ? n->in[0] : n->out;
+        while (!n->seeds_gradient && g->tensors[ti].n_consumers == 1) {
+            const gnode *c = &g->nodes[g->tensors[ti].consumers[0]];
+            if (c->op != OP_RELU && c->op != OP_ADD && c->op != OP_MAXPOOL2D) break;
+            ti = c->out;
+        }
+        gtensor *t = &g->tensors[ti];
+        int slot = 0;
+        while (slot < 4 && t->observer[slot] >= 0) slot++;
+        if (slot == 4)
+            return mpx_fail(MPX_ERR_INTERNAL, "tensor '%s' observed by more than four layers",
                             t->name);
         t->observer[slot] = l;
     }
@@ -285,6 +306,8 @@ void mpx_graph_layer_scale(const mpx_graph *g, int layer, double *s_prev, double
     *s_prev = n->s_prev;
     *s = n->layer_scale;
 }
+
+void mpx_graph_keep_grads(mpx_graph *g, int keep) { g->keep_grads = keep; }
 
 int mpx_graph_n_nodes(const mpx_graph *g) { return g->n_nodes; }
 

@@ -145,8 +145,8 @@ static void cast_grad(mpx_graph *g, int tensor, const float *src, double multipl
     s.scale = (float)multiplier;
     s.stats = act_stats(g, t);
     if (src != t->grad || s.scale != 1.0f || s.stats) g->be->cast(&s, src, t->grad, (size_t)t->numel);
-    if (s.stats && t->observer[1] >= 0)
-        g->be->copy(&g->dev_stats[2 * t->observer[1]], s.stats, sizeof(mpx_cast_stats));
+    for (int k = 1; s.stats && k < 4 && t->observer[k] >= 0; k++)
+        g->be->copy(&g->dev_stats[2 * t->observer[k]], s.stats, sizeof(mpx_cast_stats));
 }
 
 mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v) {
@@ -464,5 +464,8 @@ mpx_status mpx_graph_read_grad(const mpx_graph *cg, int tensor, float *host) {
     mpx_graph *g = (mpx_graph *)cg;
     const gtensor *t = &g->tensors[tensor];
     if (!t->grad_ready) return mpx_fail(MPX_ERR_INPUT, "tensor '%s' has no gradient", t->name);
+    if (!g->keep_grads)
+        return mpx_fail(MPX_ERR_INPUT, "tensor '%s': gradients are shared by lifetime; call "
+                        "mpx_graph_keep_grads before compiling", t->name);
     return read_stored(g, t, t->grad_dtype, t->grad, t->grad_scale, host);
 }

@@ -40,7 +40,7 @@ typedef struct {
     double grad_scale;       /* S carried by the gradient in `grad` */
     int grad_ready;          /* this backward pass wrote `grad` */
     unsigned branch_ready;   /* bit c: consumer c wrote branch[c] */
-    int observer[2];         /* observed layers whose act stats are this gradient's cast */
+    int observer[4];         /* observed layers whose act stats are this gradient's cast */
     size_t grad_bytes, branch_bytes;
 } gtensor;
 
@@ -87,6 +87,8 @@ struct mpx_graph {
     int *layer_node;         /* observed layer -> node */
     int n_layers;
     int loss_tensor;
+
+    int keep_grads;          /* no gradient-buffer sharing (tests) */
 
     /* after compile */
     int compiled;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "mpx/numerics.h"
+#include "mpx/rng.h"
 #include "mpx/scaling.h"
 #include "testutil.h"
 

@@ -16,8 +16,15 @@
 extern "C" {
 #endif
 
+struct mpx_backend;
+
 /* Number of usable CUDA devices; 0 when there is none or no driver. */
 int mpx_cuda_device_count(void);
+/* Why mpx_cuda_device_count() found nothing ("no CUDA-capable device is detected", ...). */
+const char *mpx_cuda_last_error(void);
+/* The CUDA backend (backend.h). So far it has memory, the counted cast and decoding; its
+ * operators are NULL, and the executor reports each as not implemented on cuda. */
+const struct mpx_backend *mpx_backend_cuda(void);
 /* "NVIDIA H100 80GB HBM3"; "" for an invalid index. The buffer is per thread and is reused by
  * the next call on the same thread. */
 const char *mpx_cuda_device_name(int device);

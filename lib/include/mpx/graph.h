@@ -102,6 +102,9 @@ int mpx_g_softmax_ce(mpx_graph *g, const char *name, int logits, int labels);
 mpx_status mpx_g_set_init(mpx_graph *g, const char *param_name, mpx_init init);
 
 /* ---- compiling ---- */
+/* Before compiling: give every activation gradient its own buffer (no sharing by lifetime), so
+ * mpx_graph_read_grad works on any tensor after a backward pass. For tests and debugging. */
+void mpx_graph_keep_grads(mpx_graph *g, int keep);
 mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *p, mpx_device device,
                              uint64_t seed);
 
@@ -114,7 +117,8 @@ mpx_status mpx_graph_forward(mpx_graph *g, int training);
 float mpx_graph_loss(const mpx_graph *g);
 /* Decode a tensor's value into host FP32 (numel elements). */
 mpx_status mpx_graph_read(const mpx_graph *g, int tensor, float *host);
-/* Decode a tensor's gradient into host FP32 (unscaled: divided by the scale it carries). */
+/* Decode a tensor's gradient into host FP32 (unscaled: divided by the scale it carries). Only
+ * valid after mpx_graph_backward when the graph keeps its gradients (mpx_graph_keep_grads). */
 mpx_status mpx_graph_read_grad(const mpx_graph *g, int tensor, float *host);
 
 typedef struct {
