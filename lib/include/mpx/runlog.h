@@ -5,6 +5,9 @@
  * written and flushed at once — so between flushes no HDF5 call touches the file and a run
  * killed at any moment leaves a file holding everything up to its last flush.
  * An existing file is never overwritten unless `force` is set.
+ * Disk space for each flush is reserved before HDF5 writes anything, so a full disk is
+ * MPX_ERR_IO with the file left as it was at its last flush. The first error sticks: later
+ * calls (and close) return it.
  */
 #ifndef MPX_RUNLOG_H
 #define MPX_RUNLOG_H
@@ -39,7 +42,8 @@ mpx_status mpx_runlog_create(const char *path, const mpx_runlog_meta *meta, int 
                              mpx_runlog **out);
 /* Reopen a run file of ours to continue it (resume): rows with step > keep_until_step are
  * dropped from /train, /eval and /stats so the resumed run appends without duplicates. The
- * layer table must match (n_layers and names), else MPX_ERR_INPUT. */
+ * layer table must match (n_layers and names), else MPX_ERR_INPUT. Only meta's layer table
+ * is used; the root attribute `stopped` is removed (the run is going again). */
 mpx_status mpx_runlog_reopen(const char *path, const mpx_runlog_meta *meta, int64_t keep_until_step,
                              mpx_runlog **out);
 
@@ -52,7 +56,7 @@ typedef struct {
     double wall_s;          /* seconds since the run started */
 } mpx_train_row;
 
-/* Buffer one training row (written at the next flush). */
+/* Buffer one training row (written at the next flush; 1024 waiting rows force a flush). */
 mpx_status mpx_runlog_train(mpx_runlog *r, const mpx_train_row *row);
 /* Append one evaluation row and flush. */
 mpx_status mpx_runlog_eval(mpx_runlog *r, int64_t step, float loss, float metric);
@@ -69,7 +73,20 @@ mpx_status mpx_runlog_close(mpx_runlog *r);
 /* Print TSV (one header line, then rows) for WHAT = train | eval | layers | hist | underflow |
  * scale. `layer` (NULL = all) selects one layer by name; `step` (< 0 = all) one stats step;
  * `pooled` (hist only) sums the histograms over the selected layers. Errors name the file,
- * the missing dataset, or the unknown layer / step. */
+ * the missing dataset, or the unknown layer / step. Columns (`layer` = index in forward order):
+ *   train      step loss lr loss_scale skipped samples_per_s wall_s
+ *   eval       step loss metric
+ *   layers     index name kind params fan_in                          (--layer)
+ *   underflow  step layer name kind act_nonzero act_flushed act_below_min act_subnormal
+ *              act_overflow act_nonfinite act_underflow_rate weight_nonzero ...
+ *              weight_underflow_rate
+ *   scale      step layer name scale layer_scale g_mean g_std g_min g_max w_mean w_std w_min w_max
+ *   hist       step layer name tensor bin count pct    (83 rows per step, layer, tensor; pooled:
+ *              layer and name read "all"; bin = k of [2^k, 2^(k+1)) or zero / inf / nan)
+ * underflow, scale and hist take --layer and --step; --pooled is for hist only; an option an
+ * export does not take is MPX_ERR_INPUT. A missing file, a file that is not HDF5 and an HDF5
+ * file that is not ours are MPX_ERR_INPUT naming it. The file is read without HDF5's file
+ * lock, so a run can be exported while it is being written. */
 typedef struct {
     const char *layer;
     int64_t step;
@@ -77,7 +94,7 @@ typedef struct {
 } mpx_export_opts;
 mpx_status mpx_runlog_export(const char *path, const char *what, const mpx_export_opts *o, FILE *out);
 
-/* Read a root string attribute (config, model, ...) into a malloc'ed string. */
+/* Read a root attribute (config, model, ...) into a malloc'ed string (numbers in decimal). */
 mpx_status mpx_runlog_read_attr(const char *path, const char *name, char **value);
 
 #ifdef __cplusplus
