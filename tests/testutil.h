@@ -44,6 +44,14 @@ extern long mpx_test_failures;
         if (!require_ok_) return mpx_test_done(__FILE__);                                          \
     } while (0)
 
+/* REQUIRE for void helper functions: check, and return from the helper when it fails. */
+#define REQUIRE_VOID(cond, ...)                                                                    \
+    do {                                                                                           \
+        int require_ok_ = (cond) ? 1 : 0;                                                          \
+        CHECK(require_ok_, __VA_ARGS__);                                                           \
+        if (!require_ok_) return;                                                                  \
+    } while (0)
+
 int mpx_test_done(const char *name);
 
 /* Deterministic test data (Philox, stream MPX_RNG_TEST). */

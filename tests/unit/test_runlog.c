@@ -15,13 +15,6 @@
 #include "mpx/runtime.h"
 #include "testutil.h"
 
-/* REQUIRE for helpers that return nothing. */
-#define REQUIRE_VOID(cond, ...)                                                                    \
-    do {                                                                                           \
-        CHECK(cond, __VA_ARGS__);                                                                  \
-        if (!(cond)) return;                                                                       \
-    } while (0)
-
 enum { L = 3, T = 10, K = 3 };
 static const int64_t g_stats_steps[K] = {4, 8, 10};
 
