@@ -6,10 +6,13 @@
 
 BUILD      ?= build
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+SCALE      ?= small
+SEEDS      ?= 1
+MODELS     ?= resnet50
 CMAKE_ARGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all build deps deps-check configure test test-all check-sanitize clean help
+.PHONY: all build deps deps-check configure test test-all check-sanitize clean help paper plots
 
 all: build
 
@@ -40,6 +43,19 @@ test-all: build
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build folder.
 check-sanitize:
 	@$(MAKE) --no-print-directory test BUILD=build-sanitize CMAKE_ARGS="-DMPX_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_ARGS)"
+
+# make experiment-<model> [SCALE=smoke|small|paper] [SEEDS=n] [DATA=/path/to/imagenet]:
+# every method of that model at that scale, then its figures and results table.
+experiment-%: build
+	@$(if $(DATA),EXTRA=data.root=$(DATA)) bash experiments/run_experiment.sh $* $(SCALE) $(SEEDS)
+
+# Every experiment that exists, then every figure and reference table.
+paper: build
+	@for m in $(MODELS); do bash experiments/run_experiment.sh $$m $(SCALE) $(SEEDS) || exit 1; done
+
+# Figures and tables again from existing run files.
+plots: build
+	@for m in $(MODELS); do bash plots/figures.sh $$m $(SCALE) && bash experiments/make_table.sh $$m $(SCALE) || exit 1; done
 
 clean:
 	rm -rf $(BUILD) build-sanitize $(BUILD).configure.log

@@ -4,7 +4,7 @@
 
 #include "mpx/error.h"
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_DIVERGED = 3 };
 
 /* Print "mpx <cmd>: <message>" on stderr; returns the exit code for `st` (2 for bad input). */
 int cli_error(const char *cmd, mpx_status st);

@@ -19,6 +19,8 @@ static void help(void) {
            "  scale      per (stats step, layer): S_prev, the layer's factor, g and w moments\n"
            "  hist       per (stats step, layer, tensor, bin): count and percent; bins are log2\n"
            "             binades k = [2^k, 2^(k+1)), k = -64..15, then zero, inf, nan\n"
+           "  summary    one row: model dataset precision scaling seed steps final_loss eval_step\n"
+           "             eval_loss metric skipped samples_per_s (median) wall_s stopped\n"
            "  --layer NAME   one layer only\n"
            "  --step N       one statistics step only\n"
            "  --pooled       hist: sum over the selected layers (the papers' pooled histogram)\n");

@@ -25,7 +25,9 @@ static void help(void) {
            "  --resume CKPT    continue from a checkpoint, appending to its run file\n"
            "  --help-config    list every config key with its default and meaning\n"
            "\n"
-           "Exit status: 0 done, 1 failed or diverged, 2 bad input (config, data, files).\n");
+           "Exit status: 0 done, 1 failed, 2 bad input (config, data, files), 3 diverged (the\n"
+           "loss or gradients stayed non-finite for train.max_nonfinite steps; the run file\n"
+           "records it in its `stopped` attribute).\n");
 }
 
 static void help_config(void) {
@@ -172,6 +174,10 @@ int cmd_train(int argc, char **argv) {
             mpx_precision_mode_name(rc.precision.mode), mpx_scaling_name(rc.scaling.method));
     st = mpx_run_train(&rc, &o, &res);
     free(resolved);
+    if (st == MPX_ERR_NUMERIC && res.stopped_early) {
+        fprintf(stderr, "mpx train: %s\n", mpx_error_message());
+        return EXIT_DIVERGED;
+    }
     if (st != MPX_OK) return cli_error("train", st);
     printf("%s: %lld steps, final loss %.4f, top1 %.2f%%, %lld skipped, %.1f samples/s\n", out,
            (long long)res.steps_done, res.final_loss, res.final_metric, (long long)res.skipped,

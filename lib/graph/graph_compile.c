@@ -72,7 +72,7 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
     /* Gradients and branch buffers by lifetime, in backward time t = nn - 1 - node index:
      * written by the first consumer's backward, read by the producer's backward. */
     mpx_arena_block *gb = calloc((size_t)g->n_tensors + 1, sizeof *gb);
-    mpx_arena_block *bb = calloc((size_t)g->n_tensors * 8 + 1, sizeof *bb);
+    mpx_arena_block *bb = calloc((size_t)g->n_tensors * 9 + 1, sizeof *bb);
     if (!gb || !bb) {
         free(gb);
         free(bb);
@@ -89,11 +89,16 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
         size_t bytes = (size_t)t->numel * mpx_dtype_size(t->grad_dtype);
         /* A fan-out gradient is only materialised at its producer's backward (the merge). */
         gb[i] = (mpx_arena_block){bytes, t->n_consumers > 1 ? last : first, last, 0};
-        if (g->keep_grads) gb[i].first = 0, gb[i].last = nn;
+        if (g->keep_grads) {
+            gb[i].first = 0;
+            gb[i].last = nn;
+        }
         if (t->n_consumers > 1)
             for (int c = 0; c < t->n_consumers; c++)
                 bb[nbb++] = (mpx_arena_block){(size_t)t->numel * sizeof(float),
                                               nn - 1 - t->consumers[c], last, 0};
+        if (t->needs_shadow)
+            bb[nbb++] = (mpx_arena_block){(size_t)t->numel * sizeof(float), gb[i].first, last, 0};
     }
     pl->grads = mpx_arena_plan(gb, g->n_tensors, ALIGN);
     pl->branches = mpx_arena_plan(bb, nbb, ALIGN);
@@ -136,9 +141,11 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
     nbb = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         gtensor *t = &g->tensors[i];
-        if (!t->requires_grad || t->n_consumers < 2) continue;
-        for (int c = 0; c < t->n_consumers; c++)
-            t->branch[c] = (float *)((char *)g->arena_branches + bb[nbb++].offset);
+        if (!t->requires_grad || t->n_consumers == 0) continue;
+        if (t->n_consumers > 1)
+            for (int c = 0; c < t->n_consumers; c++)
+                t->branch[c] = (float *)((char *)g->arena_branches + bb[nbb++].offset);
+        if (t->needs_shadow) t->shadow = (float *)((char *)g->arena_branches + bb[nbb++].offset);
     }
     free(gb);
     free(bb);
@@ -223,20 +230,17 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
     for (int i = 0; i < g->n_params; i++)
         g->params[i].work_dtype = mpx_precision_dtype(prec, g->params[i].role);
 
-    /* Statistics observers. Flushing happens where an op computes a gradient and rounds it;
-     * ReLU, add and max-pool backward only move values of dy, so nothing new can flush there.
-     * A layer's act stats are therefore the counted cast of the first gradient on its output's
-     * path that such an op did not merely pass on: follow the output forward through
-     * single-consumer ReLU / add / max-pool nodes. (In a ResNet block, bn3's row counts the
-     * cast of the block output's merged gradient.) The loss observes the gradient it emits. */
+    /* Statistics observers: a layer's act stats describe the gradient of its output (the loss:
+     * the gradient it emits into its input). Where that gradient is made by ReLU / add /
+     * max-pool backward, which only move values, its rounding happened further down the
+     * backward pass, where the op behind the chain computed it. So on statistics steps every
+     * gradient along such a chain keeps an FP32 shadow of its value before rounding, the chain
+     * ops run once more on the shadows, and the observed gradient is counted from the shadow:
+     * the counts then say what FP16 storage did to exactly the values entering the layer
+     * (ReLU's zeros included), without changing what training computes. */
     for (int l = 0; l < g->n_layers; l++) {
         gnode *n = &g->nodes[g->layer_node[l]];
         int ti = n->seeds_gradient ? n->in[0] : n->out;
-        while (!n->seeds_gradient && g->tensors[ti].n_consumers == 1) {
-            const gnode *c = &g->nodes[g->tensors[ti].consumers[0]];
-            if (c->op != OP_RELU && c->op != OP_ADD && c->op != OP_MAXPOOL2D) break;
-            ti = c->out;
-        }
         gtensor *t = &g->tensors[ti];
         int slot = 0;
         while (slot < 4 && t->observer[slot] >= 0) slot++;
@@ -244,6 +248,13 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
             return mpx_fail(MPX_ERR_INTERNAL, "tensor '%s' observed by more than four layers",
                             t->name);
         t->observer[slot] = l;
+        for (int cur = ti; !n->seeds_gradient && g->tensors[cur].n_consumers == 1;) {
+            const gnode *c = &g->nodes[g->tensors[cur].consumers[0]];
+            if (!op_moves_values(c->op)) break;
+            t->shadow_counted = 1;
+            cur = c->out;
+            g->tensors[cur].needs_shadow = 1;
+        }
     }
 
     mpx_status st = plan_and_allocate(g);
@@ -360,7 +371,8 @@ void mpx_graph_print_plan(const mpx_graph *g, FILE *f) {
     fprintf(f, "  activations      %10.1f MiB  (%d tensors, kept for backward)\n", p->values * mib,
             g->n_tensors);
     fprintf(f, "  gradients        %10.1f MiB  (shared by lifetime)\n", p->grads * mib);
-    fprintf(f, "  branch gradients %10.1f MiB  (FP32, fan-out merges)\n", p->branches * mib);
+    fprintf(f, "  branch gradients %10.1f MiB  (FP32: fan-out merges, statistics shadows)\n",
+            p->branches * mib);
     fprintf(f, "  scratch          %10.1f MiB  (FP32 views of one op)\n", p->scratch * mib);
     fprintf(f, "  parameters       %10.1f MiB  (%lld elements: master, gradient, working copy)\n",
             p->params * mib, (long long)mpx_graph_param_count(g));

@@ -134,19 +134,53 @@ mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
     return MPX_OK;
 }
 
+/* Where tensor t's act stats go on this step: its first observer's counters, or NULL when no
+ * statistics are due, nobody observes it, or it is counted from its shadow instead. */
 static mpx_cast_stats *act_stats(mpx_graph *g, const gtensor *t) {
-    return g->bw->stats && t->observer[0] >= 0 ? &g->dev_stats[2 * t->observer[0]] : NULL;
+    if (!g->bw->stats || t->observer[0] < 0 || t->shadow_counted) return NULL;
+    return &g->dev_stats[2 * t->observer[0]];
 }
 
-/* The cast that writes tensor t's gradient (counted for its observers). */
+/* Copy the counts of t's first observer to the others (the loss shares fc's tensor). */
+static void share_counts(mpx_graph *g, const gtensor *t) {
+    for (int k = 1; k < 4 && t->observer[k] >= 0; k++)
+        g->be->copy(&g->dev_stats[2 * t->observer[k]], &g->dev_stats[2 * t->observer[0]],
+                    sizeof(mpx_cast_stats));
+}
+
+/* The cast that writes tensor t's gradient (counted for its observers). On statistics steps a
+ * tensor on a value-moving chain first keeps its FP32 value as the shadow. */
 static void cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier) {
     gtensor *t = &g->tensors[tensor];
+    if (g->bw->stats && t->needs_shadow) {
+        mpx_cast_spec sh = mpx_cast_plain(MPX_F32);
+        sh.scale = (float)multiplier;
+        g->be->cast(&sh, src, t->shadow, (size_t)t->numel);
+    }
     mpx_cast_spec s = storage_cast(g, t->grad_dtype, round_stream(g->step, tensor, RS_GRAD));
     s.scale = (float)multiplier;
     s.stats = act_stats(g, t);
     if (src != t->grad || s.scale != 1.0f || s.stats) g->be->cast(&s, src, t->grad, (size_t)t->numel);
-    for (int k = 1; s.stats && k < 4 && t->observer[k] >= 0; k++)
-        g->be->copy(&g->dev_stats[2 * t->observer[k]], s.stats, sizeof(mpx_cast_stats));
+    if (s.stats) share_counts(g, t);
+}
+
+int shadow_needed(const mpx_graph *g, const gnode *n, int slot) {
+    const gtensor *t = &g->tensors[n->in[slot]];
+    return g->bw->stats && t->requires_grad && (t->needs_shadow || t->shadow_counted);
+}
+
+mpx_status commit_shadow(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v) {
+    gtensor *t = &g->tensors[n->in[slot]];
+    if (t->needs_shadow) g->be->copy(t->shadow, v->data, (size_t)t->numel * sizeof(float));
+    if (t->shadow_counted && t->observer[0] >= 0) {
+        /* Count what the cast into storage does to these values (the copy is in place). */
+        mpx_cast_spec s = mpx_cast_plain(MPX_F32);
+        s.stats_format = g->prec.stats_format;
+        s.stats = &g->dev_stats[2 * t->observer[0]];
+        g->be->cast(&s, v->data, v->data, (size_t)t->numel);
+        share_counts(g, t);
+    }
+    return MPX_OK;
 }
 
 mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v) {
@@ -340,6 +374,11 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
     layer_factor(g, n, &dy, &w0, pmg, pmw);
 
     MPX_TRY(node_backward(g, n, n->seeds_gradient ? NULL : &dy, n->n_param > 0 ? &w0 : NULL));
+    if (g->bw->stats && out->needs_shadow && op_moves_values(n->op)) {
+        mpx_tensor sh = make_view(out->ndim, out->shape, MPX_F32, g->be->device, out->shadow);
+        scratch_reset(g); /* the regular backward is done with its views */
+        MPX_TRY(node_backward_shadow(g, n, &sh));
+    }
 
     if (ls) {
         ls->scale = n->s_prev;

@@ -40,7 +40,10 @@ typedef struct {
     double grad_scale;       /* S carried by the gradient in `grad` */
     int grad_ready;          /* this backward pass wrote `grad` */
     unsigned branch_ready;   /* bit c: consumer c wrote branch[c] */
-    int observer[4];         /* observed layers whose act stats are this gradient's cast */
+    int observer[4];         /* observed layers whose act stats describe this gradient */
+    int shadow_counted;      /* its observers are counted from the FP32 shadow (see below) */
+    int needs_shadow;        /* on statistics steps keep the FP32 pre-rounding gradient */
+    float *shadow;           /* that FP32 copy (planned like the branch buffers) */
     size_t grad_bytes, branch_bytes;
 } gtensor;
 
@@ -116,6 +119,11 @@ int graph_fail(mpx_graph *g, mpx_status st);
  * the node's first parameter (NULL when it has none). */
 mpx_status node_forward(mpx_graph *g, gnode *n, int training);
 mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *w0);
+/* 1 for ReLU, add and max-pool: their backward only moves values of dy. */
+int op_moves_values(op_kind op);
+/* Statistics steps: run such an op's backward again on the FP32 shadow of its output
+ * gradient, handing each input's result to commit_shadow. */
+mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy_shadow);
 double node_flops(const mpx_graph *g, const gnode *n, int training);
 const char *op_name(op_kind op);
 
@@ -132,6 +140,10 @@ mpx_status view_out_grad(mpx_graph *g, gnode *n, mpx_tensor *v);
 /* FP32 view to write the gradient for input slot i of node n; NULL data when not needed. */
 mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
 mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v);
+/* The shadow result for input `slot`: count it for that input's observers and/or keep it as
+ * the input's own shadow. `needed` says whether the slot wants a result at all. */
+int shadow_needed(const mpx_graph *g, const gnode *n, int slot);
+mpx_status commit_shadow(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v);
 /* FP32 view to write node n's contribution to a parameter gradient; commit counts the cast
  * into the parameter's storage, unscales by S_prev and accumulates into param.grad. */
 mpx_status view_param_grad(mpx_graph *g, int param, mpx_tensor *v);

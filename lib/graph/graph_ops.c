@@ -224,6 +224,39 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     }
 }
 
+int op_moves_values(op_kind op) { return op == OP_RELU || op == OP_ADD || op == OP_MAXPOOL2D; }
+
+mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy) {
+    const mpx_backend *be = g->be;
+    for (int s = 0; s < n->n_in; s++) {
+        if (!shadow_needed(g, n, s)) continue;
+        const gtensor *t = &g->tensors[n->in[s]];
+        mpx_tensor dx, x, y;
+        memset(&dx, 0, sizeof dx);
+        dx.dtype = MPX_F32;
+        dx.device = be->device;
+        dx.ndim = t->ndim;
+        memcpy(dx.shape, t->shape, sizeof dx.shape);
+        dx.data = scratch_take(g, t->numel);
+        if (!dx.data) return mpx_fail(MPX_ERR_INTERNAL, "scratch plan too small for shadows");
+        switch (n->op) {
+        case OP_RELU:
+            MPX_TRY(view_value(g, n->out, &y));
+            MPX_TRY(be->relu_backward(dy, &y, &dx));
+            break;
+        case OP_MAXPOOL2D:
+            MPX_TRY(view_value(g, n->in[0], &x));
+            MPX_TRY(view_value(g, n->out, &y));
+            MPX_TRY(be->maxpool2d_backward(&n->attr.pool, dy, &x, &y, &dx));
+            break;
+        case OP_ADD: be->copy(dx.data, dy->data, (size_t)t->numel * sizeof(float)); break;
+        default: return mpx_fail(MPX_ERR_INTERNAL, "%s has no shadow backward", op_name(n->op));
+        }
+        MPX_TRY(commit_shadow(g, n, s, &dx));
+    }
+    return MPX_OK;
+}
+
 /* FLOPs: conv and linear count 2*M*N*K per GEMM (forward; backward-data and backward-weights
  * the same each, backward-data only when the input needs a gradient). Element-wise ops count
  * a few FLOPs per element (batch-norm 5 forward / 8 backward, others 1, softmax-CE 5). */

@@ -12,6 +12,7 @@
 #include "mpx/runlog.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -416,6 +417,52 @@ static mpx_status export_hist(reader *rd, int64_t l0, int64_t l1, int64_t k0, in
     return st;
 }
 
+/* One row describing the run: what it was and how it ended (for tables across runs).
+ * samples_per_s is the median over the training rows after the first 5% (warm-up). */
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static mpx_status export_summary(reader *rd, FILE *out) {
+    static const char *const attrs[] = {"model", "dataset", "precision", "scaling", "seed"};
+    char *val[5] = {0}, *stopped = NULL;
+    void *tc[RL_N_TRAIN] = {0}, *ec[RL_N_EVAL] = {0};
+    int64_t nt = 0, ne = 0;
+    mpx_status st = MPX_OK;
+    for (int i = 0; i < 5 && st == MPX_OK; i++)
+        st = mpx_h5_attr_read_text(rd->file, attrs[i], &val[i], rd->where);
+    if (st == MPX_OK && H5Aexists(rd->file, "stopped") > 0)
+        st = mpx_h5_attr_read_text(rd->file, "stopped", &stopped, rd->where);
+    if (st == MPX_OK) st = read_series(rd, rl_train, RL_N_TRAIN, tc, &nt);
+    if (st == MPX_OK) st = read_series(rd, rl_eval, RL_N_EVAL, ec, &ne);
+    if (st == MPX_OK) {
+        int64_t skipped = 0, first = nt / 20;
+        for (int64_t i = 0; i < nt; i++) skipped += ((uint8_t *)tc[RL_TR_SKIPPED])[i];
+        float *sps = (float *)tc[RL_TR_SPS] + first, median = 0;
+        if (nt - first > 0) {
+            qsort(sps, (size_t)(nt - first), sizeof *sps, cmp_float);
+            median = sps[(nt - first) / 2];
+        }
+        fprintf(out, "model\tdataset\tprecision\tscaling\tseed\tsteps\tfinal_loss\teval_step\t"
+                     "eval_loss\tmetric\tskipped\tsamples_per_s\twall_s\tstopped\n");
+        fprintf(out, "%s\t%s\t%s\t%s\t%s\t%" PRId64 "\t%.9g\t%" PRId64 "\t%.9g\t%.9g\t%" PRId64
+                     "\t%.9g\t%.17g\t%s\n",
+                val[0], val[1], val[2], val[3], val[4],
+                nt ? ((int64_t *)tc[RL_TR_STEP])[nt - 1] + 1 : 0,
+                nt ? ((float *)tc[RL_TR_LOSS])[nt - 1] : NAN,
+                ne ? ((int64_t *)ec[RL_EV_STEP])[ne - 1] : 0,
+                ne ? ((float *)ec[RL_EV_LOSS])[ne - 1] : NAN,
+                ne ? ((float *)ec[RL_EV_METRIC])[ne - 1] : NAN, skipped, median,
+                nt ? ((double *)tc[RL_TR_WALL])[nt - 1] : 0.0, stopped ? stopped : "-");
+    }
+    for (int i = 0; i < 5; i++) free(val[i]);
+    free(stopped);
+    for (int i = 0; i < RL_N_TRAIN; i++) free(tc[i]);
+    for (int i = 0; i < RL_N_EVAL; i++) free(ec[i]);
+    return st;
+}
+
 /* Which options an export takes. */
 static mpx_status check_opts(const char *what, const mpx_export_opts *o, int layer_ok, int step_ok,
                              int pooled_ok) {
@@ -433,8 +480,9 @@ static mpx_status check_opts(const char *what, const mpx_export_opts *o, int lay
 }
 
 static int known_export(const char *what) {
-    static const char *const names[] = {"train", "eval", "layers", "hist", "underflow", "scale"};
-    for (int i = 0; i < 6; i++)
+    static const char *const names[] = {"train", "eval", "layers", "hist", "underflow", "scale",
+                                        "summary"};
+    for (int i = 0; i < 7; i++)
         if (strcmp(what, names[i]) == 0) return 1;
     return 0;
 }
@@ -448,6 +496,10 @@ static mpx_status export_any(reader *rd, const char *what, const mpx_export_opts
     if (strcmp(what, "eval") == 0) {
         MPX_TRY(check_opts(what, o, 0, 0, 0));
         return export_eval(rd, out);
+    }
+    if (strcmp(what, "summary") == 0) {
+        MPX_TRY(check_opts(what, o, 0, 0, 0));
+        return export_summary(rd, out);
     }
     if (strcmp(what, "layers") == 0) {
         MPX_TRY(check_opts(what, o, 1, 0, 0));
@@ -471,8 +523,8 @@ mpx_status mpx_runlog_export(const char *path, const char *what, const mpx_expor
     static const mpx_export_opts all = {NULL, -1, 0};
     if (!known_export(what))
         return mpx_fail(MPX_ERR_INPUT,
-                        "unknown export '%s' (train, eval, layers, hist, underflow "
-                        "or scale)",
+                        "unknown export '%s' (train, eval, layers, hist, underflow, "
+                        "scale or summary)",
                         what);
     reader rd;
     mpx_status st = reader_open(path, &rd);

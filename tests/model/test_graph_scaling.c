@@ -232,10 +232,13 @@ static void test_underflow_recount(void) {
     int l1 = layer_index(g, "linear1");
     REQUIRE_VOID(l1 >= 0, "linear1");
 
-    /* Independent recount: the pre-cast value of linear2's data gradient is
-     * dh[n][j] = sum_k dlogits[n][k] * W2[j][k] over the STORED (fp16) dlogits and W2, computed
-     * in double and rounded once to FP32; it flushes iff |dh| <= 2^-25 (RNE). */
-    float dl[N * O], w2[D * O];
+    /* Independent recount. linear1's row describes the gradient of its output: ReLU's backward
+     * of linear2's data gradient, whose value before rounding is
+     * mask[n][j] * sum_k dlogits[n][k] * W2[j][k] over the STORED (fp16) dlogits and W2 and
+     * the stored ReLU output (mask = h > 0), computed in double and rounded once to FP32; it
+     * flushes iff |value| <= 2^-25 (RNE). ReLU's zeros count as zeros. */
+    float dl[N * O], w2[D * O], hv[N * D];
+    CHECK_OK(mpx_graph_read(g, h, hv));
     CHECK_OK(mpx_graph_read_grad(g, mpx_graph_find_tensor(g, "linear2"), dl));
     mpx_param *p2 = mpx_graph_param(g, 1);
     for (int64_t k = 0; k < p2->numel; k++) w2[k] = mpx_f16_to_f32(((const uint16_t *)p2->work)[k]);
@@ -246,7 +249,7 @@ static void test_underflow_recount(void) {
         for (int j = 0; j < D; j++) {
             double acc = 0;
             for (int k = 0; k < O; k++) acc += (double)dl[n * O + k] * w2[j * O + k];
-            float v = (float)acc;
+            float v = hv[n * D + j] > 0 ? (float)acc : 0.0f;
             near_boundary += fabs(fabs(acc) / ldexp(1.0, -25) - 1.0) < 1e-4;
             re.count++;
             if (v != 0) re.nonzero++;
@@ -267,6 +270,7 @@ static void test_underflow_recount(void) {
     CHECK(memcmp(got->hist, re.hist, sizeof re.hist) == 0, "histogram differs from the recount");
     double rate_none = mpx_underflow_rate(got);
     CHECK(rate_none > 0.05, "the test network should underflow without scaling: rate %g", rate_none);
+    CHECK(got->hist[MPX_HIST_ZERO] > 0, "ReLU's zeros are part of the gradient entering linear1");
     mpx_graph_free(g);
 
     /* Adaptive scaling gives linear2 a factor and lowers linear1's underflow. */

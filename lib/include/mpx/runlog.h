@@ -71,7 +71,7 @@ mpx_status mpx_runlog_close(mpx_runlog *r);
 
 /* ---- reading ---- */
 /* Print TSV (one header line, then rows) for WHAT = train | eval | layers | hist | underflow |
- * scale. `layer` (NULL = all) selects one layer by name; `step` (< 0 = all) one stats step;
+ * scale | summary. `layer` (NULL = all) selects one layer by name; `step` (< 0 = all) one stats step;
  * `pooled` (hist only) sums the histograms over the selected layers. Errors name the file,
  * the missing dataset, or the unknown layer / step. Columns (`layer` = index in forward order):
  *   train      step loss lr loss_scale skipped samples_per_s wall_s
@@ -83,6 +83,9 @@ mpx_status mpx_runlog_close(mpx_runlog *r);
  *   scale      step layer name scale layer_scale g_mean g_std g_min g_max w_mean w_std w_min w_max
  *   hist       step layer name tensor bin count pct    (83 rows per step, layer, tensor; pooled:
  *              layer and name read "all"; bin = k of [2^k, 2^(k+1)) or zero / inf / nan)
+ *   summary    model dataset precision scaling seed steps final_loss eval_step eval_loss metric
+ *              skipped samples_per_s wall_s stopped      (one row; samples_per_s is the median
+ *              after the first 5% of steps; stopped is "-" for a run that was not stopped)
  * underflow, scale and hist take --layer and --step; --pooled is for hist only; an option an
  * export does not take is MPX_ERR_INPUT. A missing file, a file that is not HDF5 and an HDF5
  * file that is not ours are MPX_ERR_INPUT naming it. The file is read without HDF5's file

@@ -2,10 +2,12 @@
  *
  * Observed layers are every node with parameters plus the loss, in forward order. On a
  * statistics step the executor fills one mpx_layer_stats per observed layer:
- *   act   — the counted cast that first rounds the gradient arriving at the layer: of its
- *           output gradient, or — when the output passes through ReLU / add / max-pool, whose
- *           backward only moves values so nothing new can flush there — of the gradient at
- *           the end of that chain (for the loss: the gradient it emits into the network);
+ *   act   — the gradient of the layer's output, what enters its backward (for the loss: the
+ *           gradient it emits into the network), counted against the storage format from its
+ *           values before rounding. Where that gradient comes out of ReLU / add / max-pool
+ *           backward (which only move values), the rounding happened where the op behind them
+ *           computed it; the executor then replays those ops on FP32 shadows on statistics
+ *           steps, so the counts still describe exactly these values (ReLU's zeros included);
  *   wgrad — the counted casts of all the layer's parameter gradients, pooled;
  *   scale — S_prev, the cumulative scale carried by the gradient entering the layer;
  *   layer_scale — the layer's own factor s (1 where the method has none);

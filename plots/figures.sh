@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# figures.sh — regenerate one model's figures from its run files (DESIGN.md §8).
+#
+#   plots/figures.sh MODEL [SCALE]     (run by make experiment-MODEL and make plots)
+#
+# Exports TSV from results/MODEL/SCALE/<method>-s0.h5 with `mpx export` into
+# plots/tsv/MODEL/SCALE/ and draws plots/figures/MODEL/<n>_<name>.png and .svg with gnuplot:
+#   1 act_grad_hist     activation-gradient histogram pooled over layers and statistics
+#                       steps, FP32 run, FP16 normal/subnormal/flush regions (MPT Fig. 3)
+#   2 weight_grad_hist  the same for weight gradients (MPT Fig. 2b)
+#   3 underflow         underflow rate per layer, one line per method (ALS)
+#   4 adaptive_scale    per-layer cumulative scale over steps, adaptive run (ALS)
+#   5 loss_metric       training loss and evaluation metric vs step, one line per method
+#   6 dynamic_scale     dynamic loss scale vs step, skipped steps marked
+# Figures whose runs are missing are skipped with a note.
+set -euo pipefail
+model=${1:?usage: figures.sh MODEL [SCALE]}
+scale=${2:-small}
+root=$(cd "$(dirname "$0")/.." && pwd)
+mpx=${MPX:-$root/build/mpx}
+runs=$root/results/$model/$scale
+tsv=$root/plots/tsv/$model/$scale
+fig=${FIGDIR:-$root/plots/figures/$model}
+gp=$root/plots
+command -v gnuplot >/dev/null || { echo "figures: gnuplot not installed (make deps)" >&2; exit 2; }
+mkdir -p "$tsv" "$fig"
+cd "$root"
+
+run() { echo "$runs/$1-s0.h5"; }
+have() { [ -f "$(run "$1")" ]; }
+methods=()
+while read -r m; do have "$m" && methods+=("$m"); done < <(grep -v '^\s*\(#\|$\)' "$root/experiments/configs/$model/methods.list")
+[ ${#methods[@]} -gt 0 ] || { echo "figures: no run files in $runs" >&2; exit 2; }
+label() { echo "$1"; }
+
+draw() { # draw SCRIPT NAME VAR=VALUE...
+  local script=$1 name=$2; shift 2
+  local vars="out='$fig/$name'; model='$model'; scale='$scale'"
+  for kv in "$@"; do vars="$vars; ${kv%%=*}='${kv#*=}'"; done
+  for ext in png svg; do gnuplot -e "$vars; ext='$ext'" "$gp/$script"; done
+  echo "figures: $fig/$name.{png,svg}"
+}
+
+# 1, 2: pooled histograms of the FP32 run (summed over layers and statistics steps).
+if have fp32; then
+  "$mpx" export "$(run fp32)" hist --pooled > "$tsv/hist_pooled.tsv"
+  for t in act_grad weight_grad; do
+    awk -F'\t' -v t=$t 'NR > 1 && $4 == t { c[$5] += $6; tot += $6 }
+      END { printf "bin\tcount\tpct\n";
+            for (k = -64; k <= 15; k++) printf "%d\t%d\t%.9g\n", k, c[k], tot ? 100 * c[k] / tot : 0;
+            printf "zero\t%d\t%.9g\n", c["zero"], tot ? 100 * c["zero"] / tot : 0 }' \
+      "$tsv/hist_pooled.tsv" > "$tsv/${t}_hist.tsv"
+  done
+  "$mpx" export "$(run fp32)" underflow > "$tsv/underflow_fp32.tsv"
+  for t in act weight; do
+    awk -F'\t' -v t=$t 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+      { nz += $col[t "_nonzero"]; fl += $col[t "_flushed"]; bm += $col[t "_below_min"] }
+      END { printf "%.4g\t%.4g\n", nz ? 100 * fl / nz : 0, nz ? 100 * bm / nz : 0 }' \
+      "$tsv/underflow_fp32.tsv" > "$tsv/${t}_flush_summary.tsv"
+  done
+  read -r af ab < "$tsv/act_flush_summary.tsv"
+  read -r wf wb < "$tsv/weight_flush_summary.tsv"
+  draw hist.gp 1_act_grad_hist in="$tsv/act_grad_hist.tsv" \
+    title="Activation gradients, all layers, FP32 run: $af% of nonzero values flush to 0 in FP16 ($ab% below 2^-24)"
+  draw hist.gp 2_weight_grad_hist in="$tsv/weight_grad_hist.tsv" \
+    title="Weight gradients, all layers, FP32 run: $wf% of nonzero values flush to 0 in FP16 ($wb% below 2^-24)"
+else
+  echo "figures: no fp32 run: skipping figures 1 and 2"
+fi
+
+# 3: underflow rate per layer, per method (flushed / nonzero summed over statistics steps).
+files=""
+for m in "${methods[@]}"; do
+  "$mpx" export "$(run "$m")" underflow > "$tsv/underflow_$m.tsv"
+  awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    { k = $col["layer"]; name[k] = $col["name"]; nz[k] += $col["act_nonzero"]; fl[k] += $col["act_flushed"]; if (k > n) n = k }
+    END { printf "layer\tname\trate_pct\n"; for (k = 0; k <= n; k++) printf "%d\t%s\t%.9g\n", k, name[k], nz[k] ? 100 * fl[k] / nz[k] : 0 }' \
+    "$tsv/underflow_$m.tsv" > "$tsv/underflow_rate_$m.tsv"
+  files="$files $tsv/underflow_rate_$m.tsv|$(label "$m")"
+done
+draw underflow.gp 3_underflow files="$files"
+
+# 4: per-layer cumulative scale of the adaptive run.
+if have fp16_adaptive; then
+  "$mpx" export "$(run fp16_adaptive)" scale > "$tsv/scale_adaptive.tsv"
+  draw scale_map.gp 4_adaptive_scale in="$tsv/scale_adaptive.tsv"
+else
+  echo "figures: no fp16_adaptive run: skipping figure 4"
+fi
+
+# 5: training loss and evaluation metric per method.
+files=""
+for m in "${methods[@]}"; do
+  "$mpx" export "$(run "$m")" train > "$tsv/train_$m.tsv"
+  "$mpx" export "$(run "$m")" eval > "$tsv/eval_$m.tsv"
+  files="$files $tsv/train_$m.tsv|$tsv/eval_$m.tsv|$(label "$m")"
+done
+draw loss_metric.gp 5_loss_metric files="$files"
+
+# 6: the dynamic loss scale.
+if have fp16_dynamic; then
+  draw dynamic_scale.gp 6_dynamic_scale in="$tsv/train_fp16_dynamic.tsv"
+else
+  echo "figures: no fp16_dynamic run: skipping figure 6"
+fi

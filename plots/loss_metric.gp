@@ -1,0 +1,20 @@
+# loss_metric.gp — training loss (top) and evaluation metric (bottom) per method.
+# Variables: files (space-separated "train.tsv|eval.tsv|label"), out, ext.
+load "plots/common.gp"
+
+n = words(files)
+field(i, k) = (s = word(files, i), k == 1 ? substr(s, 1, strstrt(s, "|") - 1) : \
+    (r = substr(s, strstrt(s, "|") + 1, 999), k == 2 ? substr(r, 1, strstrt(r, "|") - 1) : \
+    substr(r, strstrt(r, "|") + 1, 999)))
+set multiplot layout 2,1
+set key outside right top font ",10"
+set title "Training loss" font ",12"
+set ylabel "loss"
+set logscale y
+plot for [i = 1:n] field(i, 1) using 1:2 every ::1 with lines lw 1 title field(i, 3) noenhanced
+unset logscale y
+set title "Evaluation metric" font ",12"
+set xlabel "step"
+set ylabel "metric (%)"
+plot for [i = 1:n] field(i, 2) using 1:3 every ::1 with linespoints pt 7 ps 0.6 title field(i, 3) noenhanced
+unset multiplot
