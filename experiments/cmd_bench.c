@@ -1,11 +1,138 @@
-/* cmd_bench.c — `mpx bench CONFIG`: placeholder until the benchmark driver lands. */
+/* cmd_bench.c — `mpx bench CONFIG [section.key=value ...] [--steps N] [--warmup N]
+ * [--modes fp32,fp16,bf16] [--overheads] [--profile] [--json FILE]`. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
+#include "mpx/run.h"
+#include "mpx/runtime.h"
+
+static void help(void) {
+    printf("usage: mpx bench CONFIG [section.key=value ...] [--steps N] [--warmup N]\n"
+           "                 [--modes fp32,fp16,bf16] [--overheads] [--profile] [--json FILE]\n"
+           "\n"
+           "Time the training step CONFIG describes on one fixed batch: median/min/max step time,\n"
+           "samples/s, achieved GFLOP/s, memory, and every speed as a ratio to an OpenBLAS sgemm\n"
+           "of the model's dominant GEMM shape measured in the same run.\n"
+           "  --steps N      measured rounds (default 10); --warmup N rounds first (default 2)\n"
+           "  --modes LIST   precision modes to compare (default: the config's)\n"
+           "  --overheads    also time statistics every step and adaptive scaling (update every\n"
+           "                 step / cached) and derive their overhead at every 1 and 100 steps\n"
+           "  --profile      per-op time and GFLOP/s of the first variant\n"
+           "  --json FILE    write the results as JSON too\n");
+}
+
+static void write_json(FILE *f, const char *config, const mpx_bench_result *r) {
+    fprintf(f, "{\n  \"config\": \"%s\",\n  \"mpx_version\": \"%s\",\n  \"git_commit\": \"%s\",\n", config,
+            mpx_version(), mpx_git_commit());
+    fprintf(f, "  \"threads\": %d,\n  \"blas\": \"%s\",\n  \"batch\": %d,\n  \"gflop_per_step\": %.6g,\n",
+            mpx_threads_get(), mpx_blas_info(), r->batch, r->flops_per_step * 1e-9);
+    fprintf(f, "  \"reference\": {\"gemm_m\": %d, \"gemm_n\": %d, \"gemm_k\": %d, \"sgemm_gflops\": %.6g, "
+               "\"sgemm_2048_gflops\": %.6g},\n",
+            r->ref_gemm_m, r->ref_gemm_n, r->ref_gemm_k, r->ref_gflops, r->big_gflops);
+    fprintf(f, "  \"peak_rss_mib\": %.1f,\n  \"variants\": [\n", r->peak_rss / 1048576.0);
+    for (int i = 0; i < r->n; i++) {
+        const mpx_bench_row *w = &r->rows[i];
+        fprintf(f, "    {\"name\": \"%s\", \"mode\": \"%s\", \"median_s\": %.6g, \"min_s\": %.6g, "
+                   "\"max_s\": %.6g, \"samples_per_s\": %.6g, \"gflops\": %.6g, \"ratio_to_sgemm\": %.6g, "
+                   "\"arena_mib\": %.1f}%s\n",
+                w->name, w->mode, w->median_s, w->min_s, w->max_s, w->samples_per_s, w->gflops,
+                w->ratio_ref, w->arena_bytes / 1048576.0, i + 1 < r->n ? "," : "");
+    }
+    fprintf(f, "  ]");
+    if (r->has_overheads)
+        fprintf(f, ",\n  \"overheads\": {\"stats_every_1\": %.6g, \"stats_every_100\": %.6g, "
+                   "\"adaptive_update_every_1\": %.6g, \"adaptive_update_every_100\": %.6g}",
+                r->stats_every1, r->stats_every100, r->als_every1, r->als_every100);
+    fprintf(f, "\n}\n");
+}
 
 int cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "mpx bench: not implemented yet\n");
-    return EXIT_FAIL;
+    if (cli_wants_help(argc, argv)) {
+        help();
+        return EXIT_OK;
+    }
+    const char *config = NULL, *json = NULL;
+    mpx_bench_opts o = {10, 2, NULL, 0, 0, 1};
+    const char **overrides = calloc((size_t)argc, sizeof *overrides);
+    int n_over = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--modes") || !strcmp(a, "--json")) {
+            if (i + 1 >= argc) {
+                free(overrides);
+                return cli_usage("bench", "%s needs a value", a);
+            }
+            const char *v = argv[++i];
+            if (!strcmp(a, "--modes")) o.modes = v;
+            else if (!strcmp(a, "--json")) json = v;
+            else {
+                char *end;
+                long n = strtol(v, &end, 10);
+                if (*end || n < (a[2] == 's' ? 1 : 0) || n > 100000) {
+                    free(overrides);
+                    return cli_usage("bench", "%s '%s' is not a valid count", a, v);
+                }
+                *(a[2] == 's' ? &o.steps : &o.warmup) = (int)n;
+            }
+        } else if (!strcmp(a, "--overheads")) {
+            o.overheads = 1;
+        } else if (!strcmp(a, "--profile")) {
+            o.profile = 1;
+        } else if (a[0] == '-') {
+            free(overrides);
+            return cli_usage("bench", "unknown option '%s'", a);
+        } else if (!config) {
+            config = a;
+        } else if (strchr(a, '=')) {
+            overrides[n_over++] = a;
+        } else {
+            free(overrides);
+            return cli_usage("bench", "unexpected argument '%s'", a);
+        }
+    }
+    if (!config) {
+        free(overrides);
+        return cli_usage("bench", "missing CONFIG");
+    }
+    mpx_config *cfg = NULL;
+    mpx_run_cfg rc;
+    mpx_status st = mpx_run_load(config, overrides, n_over, &cfg, &rc);
+    free(overrides);
+    mpx_config_free(cfg);
+    if (st != MPX_OK) return cli_error("bench", st);
+    mpx_bench_result r;
+    st = mpx_run_bench(&rc, &o, &r, stdout);
+    if (st != MPX_OK) return cli_error("bench", st);
+
+    printf("%s: batch %d, %.3f GFLOP per training step, %d threads, %s\n", config, r.batch,
+           r.flops_per_step * 1e-9, mpx_threads_get(), mpx_blas_info());
+    printf("reference: OpenBLAS sgemm %dx%dx%d (the dominant GEMM) %.1f GFLOP/s; 2048^3 %.1f GFLOP/s\n",
+           r.ref_gemm_m, r.ref_gemm_n, r.ref_gemm_k, r.ref_gflops, r.big_gflops);
+    printf("%-11s %-5s %9s %9s %9s %10s %9s %8s %9s\n", "variant", "mode", "median_s", "min_s",
+           "max_s", "samples/s", "GFLOP/s", "/sgemm", "arena_MiB");
+    for (int i = 0; i < r.n; i++) {
+        const mpx_bench_row *w = &r.rows[i];
+        printf("%-11s %-5s %9.4f %9.4f %9.4f %10.1f %9.1f %8.3f %9.1f\n", w->name, w->mode, w->median_s,
+               w->min_s, w->max_s, w->samples_per_s, w->gflops, w->ratio_ref, w->arena_bytes / 1048576.0);
+    }
+    printf("peak RSS: %.1f MiB\n", r.peak_rss / 1048576.0);
+    if (r.has_overheads)
+        printf("overhead of the step: statistics every step %+.2f%%, every 100 steps %+.3f%%; "
+               "adaptive scaling updated every step %+.2f%%, every 100 steps %+.3f%%\n",
+               100 * r.stats_every1, 100 * r.stats_every100, 100 * r.als_every1, 100 * r.als_every100);
+    if (json) {
+        FILE *f = fopen(json, "w");
+        if (!f) {
+            fprintf(stderr, "mpx bench: cannot write '%s'\n", json);
+            return EXIT_FAIL;
+        }
+        write_json(f, config, &r);
+        if (fclose(f) != 0) {
+            fprintf(stderr, "mpx bench: cannot write '%s'\n", json);
+            return EXIT_FAIL;
+        }
+    }
+    return EXIT_OK;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "graph_internal.h"
+#include "mpx/runtime.h"
 
 /* Stochastic-rounding streams: unique per (step, tensor or parameter, kind of cast). */
 enum { RS_VALUE = 1, RS_GRAD, RS_PGRAD, RS_WEIGHT, RS_INPUT };
@@ -241,7 +242,12 @@ mpx_status mpx_graph_forward(mpx_graph *g, int training) {
         gnode *n = &g->nodes[i];
         if (n->op == OP_INPUT) continue;
         scratch_reset(g);
+        double t0 = g->profile ? mpx_now() : 0;
         mpx_status st = node_forward(g, n, training);
+        if (g->profile) {
+            n->prof_fwd += mpx_now() - t0;
+            n->prof_calls++;
+        }
         if (st != MPX_OK) return mpx_fail_context(st, "forward of %s '%s'", op_name(n->op), n->name);
     }
     if (g->loss_tensor >= 0)
@@ -424,7 +430,9 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
     for (int i = g->n_nodes - 1; i >= 0 && st == MPX_OK; i--) {
         gnode *n = &g->nodes[i];
         if (n->op == OP_INPUT) continue;
+        double t0 = g->profile ? mpx_now() : 0;
         st = backward_node(g, n);
+        if (g->profile) n->prof_bwd += mpx_now() - t0;
         if (st != MPX_OK) st = mpx_fail_context(st, "backward of %s '%s'", op_name(n->op), n->name);
     }
     if (st == MPX_OK && o->stats)

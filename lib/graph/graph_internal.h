@@ -75,6 +75,9 @@ typedef struct {
     double layer_scale;      /* the node's factor s (last step) */
     double als_unbound;      /* cached unbound factor between adaptive updates */
     int als_valid;
+    /* profiling */
+    double prof_fwd, prof_bwd;
+    int64_t prof_calls;
 } gnode;
 
 struct mpx_graph {
@@ -92,6 +95,7 @@ struct mpx_graph {
     int loss_tensor;
 
     int keep_grads;          /* no gradient-buffer sharing (tests) */
+    int profile;             /* time every node */
 
     /* after compile */
     int compiled;

@@ -153,6 +153,21 @@ typedef struct {
 } mpx_memory_plan;
 void mpx_graph_memory(const mpx_graph *g, mpx_memory_plan *out);
 void mpx_graph_print_plan(const mpx_graph *g, FILE *f);
+/* Per-node timing: when on, forward and backward time each node (wall clock, after the
+ * backend finished it) and accumulate per node; the report sums them per op kind and lists
+ * the slowest nodes. For `mpx bench` and performance work; off by default. */
+void mpx_graph_profile(mpx_graph *g, int on);
+void mpx_graph_profile_reset(mpx_graph *g);
+/* Per op kind: forward and backward seconds, GFLOP, calls. */
+typedef struct {
+    const char *op;
+    double fwd_s, bwd_s, gflop;
+    int64_t calls;
+} mpx_op_profile;
+/* Fills up to `cap` entries (one per op kind present); returns the count. */
+int mpx_graph_profile_ops(const mpx_graph *g, mpx_op_profile *out, int cap);
+void mpx_graph_profile_print(const mpx_graph *g, FILE *f, int top_nodes);
+
 /* Per-node precision state (checkpoints carry it so a resumed run is bit-identical). */
 typedef struct {
     double s_prev, layer_scale, als_unbound;

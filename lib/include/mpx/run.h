@@ -108,6 +108,35 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
 /* Print what a run would build: data, model size, FLOPs per step, the memory plan. */
 mpx_status mpx_run_describe(const mpx_run_cfg *rc, FILE *f);
 
+/* ---- benchmarks (mpx bench) ---- */
+typedef struct {
+    int steps, warmup;       /* measured rounds and warm-up rounds */
+    const char *modes;       /* "fp32,fp16,bf16" or NULL: the config's mode */
+    int overheads;           /* also time statistics and adaptive-scaling variants */
+    int profile;             /* per-op profile of the first variant */
+    int progress;
+} mpx_bench_opts;
+
+typedef struct {
+    char name[16], mode[8];
+    double median_s, min_s, max_s, samples_per_s, gflops, ratio_ref, arena_bytes;
+} mpx_bench_row;
+
+typedef struct {
+    int n;
+    mpx_bench_row rows[8];
+    int batch;
+    double flops_per_step;
+    int ref_gemm_m, ref_gemm_n, ref_gemm_k;
+    double ref_gflops, big_gflops; /* OpenBLAS sgemm: the dominant GEMM shape; 2048^3 */
+    size_t peak_rss;
+    int has_overheads;
+    double stats_every1, stats_every100, als_every1, als_every100; /* fractions of the step */
+} mpx_bench_result;
+
+mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_bench_result *res,
+                         FILE *out);
+
 /* Evaluate a checkpoint on its run's evaluation set with the config stored in it (overrides
  * such as train.eval_batches=10 apply on top). */
 typedef struct {

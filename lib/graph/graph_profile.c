@@ -1,0 +1,68 @@
+/* graph_profile.c — per-node timing summed per op kind (mpx_graph_profile). The CPU backend is
+ * synchronous, so wall time around a node is the node's time; a CUDA backend must synchronise
+ * to profile. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph_internal.h"
+
+void mpx_graph_profile(mpx_graph *g, int on) { g->profile = on; }
+
+void mpx_graph_profile_reset(mpx_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        g->nodes[i].prof_fwd = g->nodes[i].prof_bwd = 0;
+        g->nodes[i].prof_calls = 0;
+    }
+}
+
+int mpx_graph_profile_ops(const mpx_graph *g, mpx_op_profile *out, int cap) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const gnode *nd = &g->nodes[i];
+        if (nd->op == OP_INPUT) continue;
+        int k = 0;
+        while (k < n && strcmp(out[k].op, op_name(nd->op)) != 0) k++;
+        if (k == n) {
+            if (n == cap) continue;
+            out[n++] = (mpx_op_profile){op_name(nd->op), 0, 0, 0, 0};
+        }
+        out[k].fwd_s += nd->prof_fwd;
+        out[k].bwd_s += nd->prof_bwd;
+        out[k].gflop += 1e-9 * node_flops(g, nd, 1) * (double)nd->prof_calls;
+        out[k].calls += nd->prof_calls;
+    }
+    return n;
+}
+
+static int by_time(const void *a, const void *b) {
+    const gnode *x = *(const gnode *const *)a, *y = *(const gnode *const *)b;
+    double tx = x->prof_fwd + x->prof_bwd, ty = y->prof_fwd + y->prof_bwd;
+    return (tx < ty) - (tx > ty);
+}
+
+void mpx_graph_profile_print(const mpx_graph *g, FILE *f, int top_nodes) {
+    mpx_op_profile ops[OP_COUNT];
+    int n = mpx_graph_profile_ops(g, ops, OP_COUNT);
+    double total = 0;
+    for (int i = 0; i < n; i++) total += ops[i].fwd_s + ops[i].bwd_s;
+    fprintf(f, "%-12s %10s %10s %7s %10s\n", "op", "forward_s", "backward_s", "share", "GFLOP/s");
+    for (int i = 0; i < n; i++) {
+        double t = ops[i].fwd_s + ops[i].bwd_s;
+        fprintf(f, "%-12s %10.3f %10.3f %6.1f%% %10.1f\n", ops[i].op, ops[i].fwd_s, ops[i].bwd_s,
+                total > 0 ? 100 * t / total : 0, t > 0 ? ops[i].gflop / t : 0);
+    }
+    if (top_nodes <= 0) return;
+    const gnode **order = malloc((size_t)g->n_nodes * sizeof *order);
+    if (!order) return;
+    for (int i = 0; i < g->n_nodes; i++) order[i] = &g->nodes[i];
+    qsort(order, (size_t)g->n_nodes, sizeof *order, by_time);
+    fprintf(f, "slowest nodes:\n");
+    for (int i = 0; i < top_nodes && i < g->n_nodes; i++) {
+        const gnode *nd = order[i];
+        double t = nd->prof_fwd + nd->prof_bwd;
+        double gf = 1e-9 * node_flops(g, nd, 1) * (double)nd->prof_calls;
+        fprintf(f, "  %-28s %-10s fwd %8.4f s  bwd %8.4f s  %7.1f GFLOP/s\n", nd->name,
+                op_name(nd->op), nd->prof_fwd, nd->prof_bwd, t > 0 ? gf / t : 0);
+    }
+    free(order);
+}

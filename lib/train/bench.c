@@ -1,0 +1,257 @@
+/* bench.c — `mpx bench`: how fast a configured training step runs, and what its parts cost.
+ *
+ * Every speed is reported next to a reference measured in the same process (an OpenBLAS sgemm
+ * of the model's dominant GEMM shape, and a large square one), because shared machines are
+ * noisy: the ratio travels between machines and runs, the absolute number does not.
+ * Variants (precision modes; statistics and adaptive-scaling settings) are timed in
+ * interleaved rounds on one fixed batch, so drift hits them all alike.
+ *
+ * Overheads are derived from per-step medians of four variants of the configured precision:
+ *   base       no statistics, no loss scaling
+ *   stats      statistics every step
+ *   als_update adaptive scaling recomputing every factor (update_every = 1)
+ *   als_cached adaptive scaling reusing cached factors (a step between updates)
+ * so that statistics every N steps cost (stats - base) / N, and adaptive scaling with
+ * update_every = N costs ((N-1) als_cached + als_update) / N - base.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpx/ops.h"
+#include "mpx/runtime.h"
+#include "run_internal.h"
+
+typedef struct {
+    const char *name;
+    mpx_precision prec;
+    mpx_scaling_cfg scaling;
+    int stats;        /* statistics every step */
+    int64_t step;     /* the step number handed to backward (drives update_every) */
+    run_model m;
+    mpx_optimizer *opt;
+    mpx_layer_stats *ls;
+    double *t;        /* per-round step seconds */
+} variant;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(const double *v, int n) {
+    double *c = malloc((size_t)n * sizeof *c);
+    if (!c) return NAN;
+    memcpy(c, v, (size_t)n * sizeof *c);
+    qsort(c, (size_t)n, sizeof *c, cmp_double);
+    double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    free(c);
+    return m;
+}
+
+/* GFLOP/s of C[m,n] = A[m,k] B[k,n] through OpenBLAS, best of a few repetitions. */
+static double sgemm_rate(int m, int n, int k) {
+    float *a = calloc((size_t)m * k, sizeof *a), *b = calloc((size_t)k * n, sizeof *b),
+          *c = calloc((size_t)m * n, sizeof *c);
+    if (!a || !b || !c) {
+        free(a);
+        free(b);
+        free(c);
+        return NAN;
+    }
+    for (size_t i = 0; i < (size_t)m * k; i++) a[i] = (float)((i * 7919) % 13) * 0.1f;
+    for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)((i * 104729) % 11) * 0.1f;
+    mpx_sgemm_force(MPX_GEMM_OPENBLAS);
+    double flops = 2.0 * m * n * k, best = 1e30;
+    int reps = (int)fmin(20, fmax(3, 2e10 / flops));
+    mpx_sgemm(0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); /* warm-up */
+    for (int r = 0; r < reps; r++) {
+        double t0 = mpx_now();
+        mpx_sgemm(0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+        best = fmin(best, mpx_now() - t0);
+    }
+    mpx_sgemm_force(MPX_GEMM_AUTO);
+    free(a);
+    free(b);
+    free(c);
+    return flops / best * 1e-9;
+}
+
+static mpx_status one_step(variant *v, double *seconds) {
+    double t0 = mpx_now();
+    MPX_TRY(mpx_graph_forward(v->m.g, 1));
+    mpx_backward_opts bo = {&v->scaling, v->scaling.method == MPX_SCALING_NONE ? 1.0 : v->scaling.loss_scale,
+                            v->step, v->stats ? v->ls : NULL};
+    int64_t nonfinite = 0;
+    MPX_TRY(mpx_graph_backward(v->m.g, &bo, &nonfinite));
+    if (nonfinite == 0) {
+        /* A real update at a tiny learning rate: the optimizer's cost without walking away. */
+        MPX_TRY(mpx_optimizer_step(v->opt, 1e-6, NULL));
+        MPX_TRY(mpx_graph_sync_weights(v->m.g, v->step + 1));
+    }
+    *seconds = mpx_now() - t0;
+    /* adaptive "cached" variants never reach an update step after their first */
+    v->step++;
+    return MPX_OK;
+}
+
+static mpx_status setup(const mpx_run_cfg *rc, run_data *d, const mpx_batch *b, variant *v) {
+    mpx_run_cfg r = *rc;
+    r.precision = v->prec;
+    MPX_TRY(run_model_build(&r, d, &v->m));
+    MPX_TRY(mpx_optimizer_create(v->m.g, &rc->train.optim, &v->opt));
+    int nl = mpx_graph_n_layers(v->m.g);
+    v->ls = mpx_calloc((size_t)nl, sizeof *v->ls);
+    if (!v->ls) return mpx_fail(MPX_ERR_NOMEM, "out of memory");
+    MPX_TRY(mpx_graph_set_input(v->m.g, v->m.image, b->x, MPX_F32,
+                                (int64_t)b->batch_size * b->h * b->w * b->c));
+    return mpx_graph_set_input(v->m.g, v->m.labels, b->y, MPX_I32, b->batch_size);
+}
+
+static void teardown(variant *v) {
+    mpx_optimizer_free(v->opt);
+    mpx_graph_free(v->m.g);
+    free(v->ls);
+    free(v->t);
+}
+
+/* The conv/linear node with the most FLOPs, as GEMM dimensions (M = output positions,
+ * N = output channels, K = reduction length). */
+static void dominant_gemm(const mpx_graph *g, int *m, int *n, int *k) {
+    double best = 0;
+    *m = *n = *k = 512;
+    for (int i = 0; i < mpx_graph_n_layers(g); i++) {
+        mpx_layer_info li;
+        mpx_graph_layer(g, i, &li);
+        if (strcmp(li.kind, "conv2d") != 0 && strcmp(li.kind, "linear") != 0) continue;
+        int t = mpx_graph_find_tensor(g, li.name);
+        int64_t shape[4];
+        int nd = mpx_graph_tensor_shape(g, t, shape);
+        int64_t out = shape[nd - 1], pos = 1;
+        for (int d = 0; d < nd - 1; d++) pos *= shape[d];
+        int64_t red = li.params / out; /* bias-free convs; a bias adds < 1 to K */
+        double f = 2.0 * (double)pos * (double)out * (double)red;
+        if (f > best) {
+            best = f;
+            *m = (int)pos;
+            *n = (int)out;
+            *k = (int)red;
+        }
+    }
+}
+
+mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_bench_result *res,
+                         FILE *out) {
+    memset(res, 0, sizeof *res);
+    mpx_threads_set(rc->train.threads);
+    run_data d;
+    mpx_loader *L = NULL;
+    mpx_batch batch;
+    mpx_status st = run_data_open(rc, &d);
+    mpx_loader_pos start = {0, 0};
+    if (st == MPX_OK) st = run_data_loader(rc, &d, 1, start, &L);
+    if (st == MPX_OK) st = mpx_loader_next(L, &batch);
+
+    /* Variants: each requested precision mode plain; plus, for the configured mode, the
+     * statistics and adaptive-scaling variants. */
+    variant v[8];
+    int nv = 0;
+    memset(v, 0, sizeof v);
+    char modes[64];
+    snprintf(modes, sizeof modes, "%s", o->modes && *o->modes ? o->modes
+                                                             : mpx_precision_mode_name(rc->precision.mode));
+    for (char *save = NULL, *tok = strtok_r(modes, ",", &save); tok && st == MPX_OK && nv < 3;
+         tok = strtok_r(NULL, ",", &save)) {
+        variant *x = &v[nv];
+        if (mpx_precision_init(&x->prec, tok, "rne", rc->train.seed) != 0) {
+            st = mpx_fail(MPX_ERR_INPUT, "--modes: unknown precision mode '%s'", tok);
+            break;
+        }
+        mpx_scaling_defaults(&x->scaling);
+        x->name = strcmp(tok, "fp32") == 0 ? "fp32" : strcmp(tok, "fp16") == 0 ? "fp16" : "bf16";
+        nv++;
+    }
+    int base = -1;
+    if (st == MPX_OK && o->overheads) {
+        static const char *const names[] = {"base", "stats", "als_update", "als_cached"};
+        base = nv;
+        for (int k = 0; k < 4; k++) {
+            variant *x = &v[nv++];
+            x->name = names[k];
+            x->prec = rc->precision;
+            mpx_scaling_defaults(&x->scaling);
+            x->stats = k == 1;
+            if (k >= 2) {
+                x->scaling.method = MPX_SCALING_ADAPTIVE;
+                x->scaling.update_every = k == 2 ? 1 : 1000000000;
+            }
+        }
+    }
+    for (int i = 0; i < nv && st == MPX_OK; i++) {
+        st = setup(rc, &d, &batch, &v[i]);
+        v[i].t = calloc((size_t)o->steps, sizeof *v[i].t);
+        if (st == MPX_OK && !v[i].t) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
+    }
+
+    /* Warm-up (primitive creation, caches, the first adaptive update), then interleaved rounds. */
+    for (int w = 0; w < o->warmup && st == MPX_OK; w++)
+        for (int i = 0; i < nv && st == MPX_OK; i++) {
+            double s;
+            st = one_step(&v[i], &s);
+        }
+    if (st == MPX_OK && o->profile)
+        for (int i = 0; i < nv; i++) mpx_graph_profile(v[i].m.g, 1);
+    for (int r = 0; r < o->steps && st == MPX_OK; r++) {
+        for (int i = 0; i < nv && st == MPX_OK; i++) st = one_step(&v[i], &v[i].t[r]);
+        if (o->progress) fprintf(stderr, "\rbench: round %d/%d", r + 1, o->steps);
+    }
+    if (o->progress) fprintf(stderr, "\r\033[K");
+
+    if (st == MPX_OK) {
+        int gm, gn, gk;
+        dominant_gemm(v[0].m.g, &gm, &gn, &gk);
+        res->ref_gemm_m = gm;
+        res->ref_gemm_n = gn;
+        res->ref_gemm_k = gk;
+        res->ref_gflops = sgemm_rate(gm, gn, gk);
+        res->big_gflops = sgemm_rate(2048, 2048, 2048);
+        res->flops_per_step = mpx_graph_flops(v[0].m.g, 1);
+        res->batch = rc->train.batch_size;
+        res->peak_rss = mpx_peak_rss();
+        res->n = 0;
+        for (int i = 0; i < nv; i++) {
+            mpx_bench_row *row = &res->rows[res->n++];
+            snprintf(row->name, sizeof row->name, "%s", v[i].name);
+            snprintf(row->mode, sizeof row->mode, "%s", mpx_precision_mode_name(v[i].prec.mode));
+            row->median_s = median(v[i].t, o->steps);
+            row->min_s = row->max_s = v[i].t[0];
+            for (int r = 1; r < o->steps; r++) {
+                row->min_s = fmin(row->min_s, v[i].t[r]);
+                row->max_s = fmax(row->max_s, v[i].t[r]);
+            }
+            row->samples_per_s = res->batch / row->median_s;
+            row->gflops = res->flops_per_step / row->median_s * 1e-9;
+            row->ratio_ref = row->gflops / res->ref_gflops;
+            mpx_memory_plan mp;
+            mpx_graph_memory(v[i].m.g, &mp);
+            row->arena_bytes = (double)mp.total;
+        }
+        if (base >= 0) {
+            double tb = res->rows[base].median_s, ts = res->rows[base + 1].median_s;
+            double tu = res->rows[base + 2].median_s, tc = res->rows[base + 3].median_s;
+            res->has_overheads = 1;
+            res->stats_every1 = (ts - tb) / tb;
+            res->stats_every100 = (ts - tb) / 100 / tb;
+            res->als_every1 = (tu - tb) / tb;
+            res->als_every100 = ((99 * tc + tu) / 100 - tb) / tb;
+        }
+        if (o->profile && out) {
+            fprintf(out, "per-op profile of %s (%d steps):\n", v[0].name, o->steps);
+            mpx_graph_profile_print(v[0].m.g, out, 8);
+        }
+    }
+    for (int i = 0; i < nv; i++) teardown(&v[i]);
+    mpx_loader_free(L);
+    run_data_close(&d);
+    return st;
+}
