@@ -184,7 +184,7 @@ int main(int argc, char **argv) {
         free(yd);
         mpx_conv2d_cache_clear(); /* keep memory bounded: each shape's buffers go */
     }
-    printf("# total seconds over all shapes, fwd / bwd-data / bwd-weights / sum:\n");
+    printf("# total seconds over all %d shapes, fwd / bwd-data / bwd-weights / sum:\n", g_n);
     for (int impl = 0; impl < 4; impl++)
         printf("#   %-6s %8.4f %8.4f %8.4f %8.4f\n", g_impl_name[impl], tot[impl][0], tot[impl][1],
                tot[impl][2], tot[impl][0] + tot[impl][1] + tot[impl][2]);

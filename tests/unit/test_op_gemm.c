@@ -78,6 +78,12 @@ int main(void) {
     CHECK(strcmp(mpx_sgemm_choice(1, 0, 1024, 512, 2048), "openblas") == 0,
           "TN 1024x512x2048 should route to openblas, got %s",
           mpx_sgemm_choice(1, 0, 1024, 512, 2048));
+    CHECK(strcmp(mpx_sgemm_choice(0, 1, 4096, 512, 1024), "openblas") == 0,
+          "NT 4096x512x1024 should route to openblas, got %s",
+          mpx_sgemm_choice(0, 1, 4096, 512, 1024));
+    CHECK(strcmp(mpx_sgemm_choice(0, 1, 4096, 768, 3072), "onednn") == 0,
+          "NT 4096x768x3072 should route to onednn, got %s",
+          mpx_sgemm_choice(0, 1, 4096, 768, 3072));
     CHECK(strcmp(mpx_sgemm_choice(0, 0, 1024, 512, 2048), "onednn") == 0,
           "NN 1024x512x2048 should route to onednn, got %s", mpx_sgemm_choice(0, 0, 1024, 512, 2048));
     check_gemm(MPX_GEMM_AUTO, 1, 0, 1024, 256, 1024, 1.0f, 0.0f, seed++);

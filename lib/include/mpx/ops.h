@@ -71,7 +71,8 @@ mpx_status mpx_conv2d_describe(mpx_conv2d_pass pass, const mpx_conv2d_attr *a, c
  * Training: batch mean and biased variance in FP32 (double accumulation), saved as
  * mean [C] and invstd [C] = 1/sqrt(var + eps); running stats updated as
  * running = (1 - momentum) * running + momentum * batch (running_var uses unbiased var).
- * Eval (training = 0): running statistics, save_* untouched (may be NULL). ---- */
+ * Eval (training = 0): running statistics, save_* untouched (may be NULL).
+ * running_mean / running_var are always required; training needs M >= 2 rows. ---- */
 typedef struct {
     float eps, momentum;
     int training;
@@ -81,7 +82,7 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
                                      mpx_tensor *running_mean, mpx_tensor *running_var,
                                      mpx_tensor *save_mean, mpx_tensor *save_invstd,
                                      mpx_tensor *y);
-/* Training-mode backward: dx, dgamma [C], dbeta [C]. */
+/* Training-mode backward: dx, dgamma [C], dbeta [C] (training = 0: MPX_ERR_UNSUPPORTED). */
 mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_tensor *dy,
                                       const mpx_tensor *x, const mpx_tensor *gamma,
                                       const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
@@ -91,7 +92,7 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
 mpx_status mpx_relu_forward_cpu(const mpx_tensor *x, mpx_tensor *y);
 mpx_status mpx_relu_backward_cpu(const mpx_tensor *dy, const mpx_tensor *y, mpx_tensor *dx);
 
-/* ---- max-pool 2D, NHWC: window k x k, stride, padding (padded cells never win).
+/* ---- max-pool 2D, NHWC: window k x k, stride, padding in [0, k) (padded cells never win).
  * Backward routes dy to the first position in the window (row-major) whose x equals y. ---- */
 typedef struct {
     int kernel, stride, pad;
