@@ -8,17 +8,20 @@
  * Each distinct (shape, stride, padding, bias, weights layout) gets one cache entry, created on
  * first use and kept until mpx_conv2d_cache_clear(): the primitive descriptors, primitives,
  * memory objects (their data pointers are swapped in per call), the weights buffer in
- * oneDNN's preferred layout with its reorders, and user-mode scratchpads. A training step
- * therefore allocates nothing after its first iteration. One mutex guards the cache and is held
- * while a cached entry executes (its scratch buffers are shared), so concurrent convolutions
- * from several threads serialize; the parallelism is inside oneDNN (OpenMP).
+ * oneDNN's preferred layout with its reorders, and user-mode scratchpads. After its first
+ * iteration a training step allocates no buffers here; oneDNN itself still makes 11-13 small
+ * (<= 112 bytes, measured) heap allocations per execute call for its argument map, and its
+ * gemm-based kernels (plain HWIO weights) and dnnl_sgemm a ~74 KB packing buffer per call.
+ * One mutex guards the cache and is held while a cached entry executes (its scratch buffers
+ * are shared), so concurrent convolutions from several threads serialize; the parallelism is
+ * inside oneDNN (OpenMP).
  *
  * IMPLEMENTATION RULE (conv_pick_impl), from tests/bench/bench_conv.c on this 2-core AVX-512
- * machine (oneDNN 2.6.3, 2 threads), summed over the 69 distinct ResNet-50 convolution shapes
+ * machine (oneDNN 2.6.3, 2 threads), first full run, summed over the 69 distinct ResNet-50 shapes
  * at 224x224 batch 8 and CIFAR 32x32 batch 64 (width 1 and 0.25), fwd + bwd-data + bwd-weights:
  *   - oneDNN with the weights layout it prefers (format_any; brgconv / jit kernels on blocked
  *     weights such as Acdb16a), with the HWIO <-> blocked reorders included in every call:
- *     1.40 s; on plain HWIO weights oneDNN falls back to slower kernels (gemm-based for 3x3):
+ *     1.40 s; on plain HWIO weights oneDNN falls back to im2col + sgemm ("x64:gemm:jit"):
  *     1.99 s. 3x3 forward e.g. 414 vs 164 GFLOP/s (56x56, 64->64, batch 8).
  *   - 1x1 stride-1 convolutions as one sgemm: a win only at small spatial sizes, where the
  *     GEMM's long M dimension is short and oneDNN's 1x1 kernels lose efficiency: at 7x7 and
@@ -26,6 +29,7 @@
  *     284, 347 vs 210 GFLOP/s; at 8x8 and larger oneDNN ties or wins (backward-weights at 32x32
  *     with 16 channels: 131 vs 233). Hence: sgemm for 1x1/1 unpadded with H*W <= 49.
  */
+#include <limits.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <pthread.h>
@@ -93,7 +97,7 @@ void mpx_conv2d_force(mpx_conv2d_impl impl) { g_force = impl; }
 
 static int conv_is_gemm_shape(const mpx_conv2d_attr *a, const conv_geom *g) {
     return g->kh == 1 && g->kw == 1 && a->stride_h == 1 && a->stride_w == 1 && a->pad_h == 0 &&
-           a->pad_w == 0;
+           a->pad_w == 0 && (int64_t)g->n * g->h * g->w <= INT_MAX; /* the GEMM's int M */
 }
 
 /* MPX_CONV_SGEMM, MPX_CONV_ONEDNN_HWIO or MPX_CONV_ONEDNN_ANY for this call. */
@@ -469,7 +473,7 @@ mpx_status mpx_conv2d_backward_data_cpu(const mpx_conv2d_attr *a, const mpx_tens
     mpx_conv2d_impl impl = conv_pick_impl(a, &g);
     if (impl == MPX_CONV_SGEMM) {
         /* dx[M,C] = dy[M,K] @ w[C,K]^T */
-        int m = g.n * g.h * g.w;
+        int m = (int)((int64_t)g.n * g.h * g.w);
         mpx_sgemm(0, 1, m, g.c, g.k, 1.0f, dy->data, g.k, w->data, g.k, 0.0f, dx->data, g.c);
         return MPX_OK;
     }
@@ -484,7 +488,7 @@ mpx_status mpx_conv2d_backward_weights_cpu(const mpx_conv2d_attr *a, const mpx_t
     mpx_conv2d_impl impl = conv_pick_impl(a, &g);
     if (impl == MPX_CONV_SGEMM) {
         /* dw[C,K] = x[M,C]^T @ dy[M,K]; db = column sums of dy */
-        int m = g.n * g.h * g.w;
+        int m = (int)((int64_t)g.n * g.h * g.w);
         mpx_sgemm(1, 0, g.c, g.k, m, 1.0f, x->data, g.c, dy->data, g.k, 0.0f, dw->data, g.k);
         if (db) ops_column_sums(dy->data, m, g.k, db->data);
         return MPX_OK;
@@ -511,7 +515,7 @@ mpx_status mpx_conv2d_describe(mpx_conv2d_pass pass, const mpx_conv2d_attr *a, c
     MPX_TRY(conv_check(op, a, "x", x, "w", w, "y", &y, NULL, NULL, &g));
     mpx_conv2d_impl impl = conv_pick_impl(a, &g);
     if (impl == MPX_CONV_SGEMM) {
-        int m = g.n * g.h * g.w;
+        int m = (int)((int64_t)g.n * g.h * g.w);
         const char *lib = pass == MPX_CONV_FORWARD        ? mpx_sgemm_choice(0, 0, m, g.k, g.c)
                           : pass == MPX_CONV_BACKWARD_DATA ? mpx_sgemm_choice(0, 1, m, g.c, g.k)
                                                            : mpx_sgemm_choice(1, 0, g.c, g.k, m);

@@ -11,9 +11,10 @@
 #include "mpx/error.h"
 #include "mpx/tensor.h"
 
-/* Element counts below which an OpenMP region costs more than it saves (measured: a parallel
- * region is ~1-2 us on this machine; 32K float additions take about as long on one core). */
-enum { OPS_PAR_MIN = 1 << 15 };
+/* Element count below which an OpenMP region costs more than it saves. Measured here with 2
+ * threads, y = a + b: 4K floats 1.3 us serial vs 1.4 us parallel, 8K 2.7 vs 2.1, 16K 5.7 vs
+ * 4.1, 64K 21 vs 12. */
+enum { OPS_PAR_MIN = 1 << 14 };
 
 /* t is non-NULL, on the CPU, has data, dtype `dt` and `ndim` dims (ndim < 0: any 1..4). */
 mpx_status ops_expect(const char *op, const char *name, const mpx_tensor *t, mpx_dtype dt,

@@ -264,7 +264,7 @@ int main(void) {
     check_shape(4, s3, 1, 30); /* three blocks */
     check_shape(4, s4, 1, 40); /* exactly one block */
     check_shape(2, s5, 1, 50);
-    /* Large enough for the OpenMP path (M*C >= 32768): finite differences on every 211th
+    /* Large enough for the OpenMP path (M*C >= 16384): finite differences on every 211th
      * element of x (a prime, so the samples cover every channel) to stay fast. */
     static const int64_t s6[] = {8, 16, 16, 24};
     check_shape(4, s6, 211, 60);

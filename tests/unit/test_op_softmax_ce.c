@@ -198,7 +198,7 @@ int main(void) {
     check_case(16, 10, 3.0f, 4, 2); /* every 4th row ignored */
     check_case(7, 33, 10.0f, 0, 3); /* wide logit range */
     check_case(1, 1, 1.0f, 0, 4);   /* one class: loss 0, gradient 0 */
-    check_case(130, 257, 2.0f, 7, 5); /* the OpenMP path (M*K >= 32768) */
+    check_case(130, 257, 2.0f, 7, 5); /* the OpenMP path (M*K >= 16384) */
     check_extremes();
     check_errors();
     return mpx_test_done(__FILE__);
