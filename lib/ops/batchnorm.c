@@ -1,18 +1,22 @@
 /* batchnorm.c — batch normalization over the channel (last) dimension, forward and backward.
  *
- * x [..., C] is viewed as [M, C]. Statistics are FP32 values accumulated in double. Work is
- * split by blocks of 16 channels (one cache line of floats per row), and each block runs down
- * all M rows in order: every per-channel sum is then computed in the same order whatever the
- * thread count, so results are bit-identical across thread counts and runs, with no scratch
- * buffer. Training uses two passes for the variance (mean first, then centred squares), which
- * avoids the cancellation of E[x^2] - mean^2.
+ * x [..., C] is viewed as [M, C]. Batch-norm is memory-bound, so every pass streams whole rows
+ * (contiguous, vectorised over channels). Per-channel sums are accumulated in double over
+ * fixed chunks of rows — the chunking depends only on M, never on the thread count — and the
+ * chunk partials are added in chunk order, so results are bit-identical across thread counts
+ * and runs. The variance uses sums shifted by the first row (x - x[0]), which keeps
+ * E[d^2] - E[d]^2 free of the cancellation of the unshifted formula at the cost of a single
+ * read pass. Chunk partials live in a buffer that grows to the largest shape seen (ops run on
+ * one thread at a time), so steady-state training allocates nothing here.
  */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "mpx/ops.h"
 #include "ops_internal.h"
 
-enum { CB = 16 };
+enum { CHUNK_MIN = 32, MAX_CHUNKS = 256 };
 
 static const char *const FWD = "batchnorm forward";
 static const char *const BWD = "batchnorm backward";
@@ -33,6 +37,57 @@ static mpx_status bn_channel_vec(const char *op, const char *name, const mpx_ten
                                  int64_t c) {
     MPX_TRY(ops_expect(op, name, t, MPX_F32, 1));
     return ops_expect_dim(op, name, t, 0, c, "C, the last dim of x");
+}
+
+/* Rows per chunk and the number of chunks: a function of M only. */
+static int64_t chunking(int64_t m, int64_t *rows) {
+    int64_t r = (m + MAX_CHUNKS - 1) / MAX_CHUNKS;
+    if (r < CHUNK_MIN) r = CHUNK_MIN;
+    *rows = r;
+    return (m + r - 1) / r;
+}
+
+/* The partial-sum buffer, grown to the largest request seen. */
+static double *partials(int64_t n) {
+    static double *buf;
+    static int64_t cap;
+    if (n > cap) {
+        double *p = realloc(buf, (size_t)n * sizeof *p);
+        if (!p) return NULL;
+        buf = p;
+        cap = n;
+    }
+    return buf;
+}
+
+/* Per chunk k of `rows` rows, in double, into part[2k][C] and part[2k+1][C]:
+ *   forward  (b == NULL): sum (a - a[0]) and sum (a - a[0])^2 — shifted moments of x;
+ *   backward (b != NULL): sum a and sum a * (b - mean) — of dy and dy times centred x. */
+static void chunk_sums(const float *a, const float *b, const float *mean, int64_t m, int64_t c,
+                       int64_t rows, int64_t nchunks, double *part) {
+#pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN && nchunks > 1)
+    for (int64_t k = 0; k < nchunks; k++) {
+        double *s1 = part + (2 * k) * c, *s2 = part + (2 * k + 1) * c;
+        memset(s1, 0, (size_t)c * sizeof *s1);
+        memset(s2, 0, (size_t)c * sizeof *s2);
+        int64_t i1 = (k + 1) * rows < m ? (k + 1) * rows : m;
+        for (int64_t i = k * rows; i < i1; i++) {
+            const float *ra = a + i * c;
+            if (!b) {
+                for (int64_t j = 0; j < c; j++) {
+                    double d = (double)ra[j] - (double)a[j];
+                    s1[j] += d;
+                    s2[j] += d * d;
+                }
+            } else {
+                const float *rb = b + i * c;
+                for (int64_t j = 0; j < c; j++) {
+                    s1[j] += ra[j];
+                    s2[j] += (double)ra[j] * ((double)rb[j] - (double)mean[j]);
+                }
+            }
+        }
+    }
 }
 
 mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tensor *x,
@@ -63,48 +118,43 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
     }
     const float *xd = x->data, *g = gamma->data, *bt = beta->data;
     float *yd = y->data, *rm = running_mean->data, *rv = running_var->data;
-    float *sm = a->training ? save_mean->data : NULL, *si = a->training ? save_invstd->data : NULL;
-    const int training = a->training;
-    const double eps = a->eps, mom = a->momentum;
-    int64_t nblocks = (c + CB - 1) / CB;
-
-#pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN && nblocks > 1)
-    for (int64_t blk = 0; blk < nblocks; blk++) {
-        int64_t c0 = blk * CB, nc = c0 + CB < c ? CB : c - c0;
-        float mean[CB], scale[CB];
-        if (training) {
-            double s[CB] = {0}, s2[CB] = {0};
-            for (int64_t i = 0; i < m; i++) {
-                const float *row = xd + i * c + c0;
-                for (int64_t j = 0; j < nc; j++) s[j] += row[j];
+    float *mean = NULL, *scale = NULL;
+    int64_t rows, nchunks = chunking(m, &rows);
+    double *part = partials(2 * nchunks * c + 2 * c);
+    if (!part) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for partial sums", FWD);
+    float *mv = (float *)(part + 2 * nchunks * c); /* mean[C], scale[C] as floats */
+    mean = mv;
+    scale = mv + c;
+    if (a->training) {
+        float *sm = save_mean->data, *si = save_invstd->data;
+        chunk_sums(xd, NULL, NULL, m, c, rows, nchunks, part);
+        const double mom = a->momentum;
+        for (int64_t j = 0; j < c; j++) {
+            double s1 = 0, s2 = 0;
+            for (int64_t k = 0; k < nchunks; k++) {
+                s1 += part[(2 * k) * c + j];
+                s2 += part[(2 * k + 1) * c + j];
             }
-            for (int64_t j = 0; j < nc; j++) s[j] /= (double)m;
-            for (int64_t i = 0; i < m; i++) {
-                const float *row = xd + i * c + c0;
-                for (int64_t j = 0; j < nc; j++) {
-                    double d = row[j] - s[j];
-                    s2[j] += d * d;
-                }
-            }
-            for (int64_t j = 0; j < nc; j++) {
-                double var = s2[j] / (double)m, invstd = 1.0 / sqrt(var + eps);
-                mean[j] = sm[c0 + j] = (float)s[j];
-                si[c0 + j] = (float)invstd;
-                scale[j] = (float)(invstd * g[c0 + j]);
-                rm[c0 + j] = (float)((1.0 - mom) * rm[c0 + j] + mom * s[j]);
-                rv[c0 + j] = (float)((1.0 - mom) * rv[c0 + j] + mom * var * m / (double)(m - 1));
-            }
-        } else {
-            for (int64_t j = 0; j < nc; j++) {
-                mean[j] = rm[c0 + j];
-                scale[j] = (float)(g[c0 + j] / sqrt((double)rv[c0 + j] + eps));
-            }
+            double dm = s1 / (double)m, var = s2 / (double)m - dm * dm;
+            if (var < 0) var = 0;
+            double mu = xd[j] + dm, invstd = 1.0 / sqrt(var + a->eps);
+            mean[j] = sm[j] = (float)mu;
+            si[j] = (float)invstd;
+            scale[j] = (float)(invstd * g[j]);
+            rm[j] = (float)((1.0 - mom) * rm[j] + mom * mu);
+            rv[j] = (float)((1.0 - mom) * rv[j] + mom * var * (double)m / (double)(m - 1));
         }
-        for (int64_t i = 0; i < m; i++) {
-            const float *row = xd + i * c + c0;
-            float *out = yd + i * c + c0;
-            for (int64_t j = 0; j < nc; j++) out[j] = (row[j] - mean[j]) * scale[j] + bt[c0 + j];
+    } else {
+        for (int64_t j = 0; j < c; j++) {
+            mean[j] = rm[j];
+            scale[j] = (float)(g[j] / sqrt((double)rv[j] + a->eps));
         }
+    }
+#pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN)
+    for (int64_t i = 0; i < m; i++) {
+        const float *row = xd + i * c;
+        float *out = yd + i * c;
+        for (int64_t j = 0; j < c; j++) out[j] = (row[j] - mean[j]) * scale[j] + bt[j];
     }
     return MPX_OK;
 }
@@ -134,36 +184,31 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
     const float *dyd = dy->data, *xd = x->data, *g = gamma->data;
     const float *sm = save_mean->data, *si = save_invstd->data;
     float *dxd = dx->data, *dg = dgamma->data, *db = dbeta->data;
-    int64_t nblocks = (c + CB - 1) / CB;
-
-#pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN && nblocks > 1)
-    for (int64_t blk = 0; blk < nblocks; blk++) {
-        int64_t c0 = blk * CB, nc = c0 + CB < c ? CB : c - c0;
-        double sdy[CB] = {0}, sdyx[CB] = {0};
-        for (int64_t i = 0; i < m; i++) {
-            const float *drow = dyd + i * c + c0, *xrow = xd + i * c + c0;
-            for (int64_t j = 0; j < nc; j++) {
-                sdy[j] += drow[j];
-                sdyx[j] += (double)drow[j] * (((double)xrow[j] - sm[c0 + j]) * si[c0 + j]);
-            }
+    int64_t rows, nchunks = chunking(m, &rows);
+    double *part = partials(2 * nchunks * c + 3 * c);
+    if (!part) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for partial sums", BWD);
+    chunk_sums(dyd, xd, sm, m, c, rows, nchunks, part);
+    float *k = (float *)(part + 2 * nchunks * c), *mdb = k + c, *mdg = mdb + c;
+    for (int64_t j = 0; j < c; j++) {
+        double sdy = 0, sdyx = 0;
+        for (int64_t q = 0; q < nchunks; q++) {
+            sdy += part[(2 * q) * c + j];
+            sdyx += part[(2 * q + 1) * c + j];
         }
-        float mean[CB], invstd[CB], k[CB], mdb[CB], mdg[CB];
-        for (int64_t j = 0; j < nc; j++) {
-            db[c0 + j] = (float)sdy[j];
-            dg[c0 + j] = (float)sdyx[j];
-            mean[j] = sm[c0 + j];
-            invstd[j] = si[c0 + j];
-            k[j] = g[c0 + j] * si[c0 + j];
-            mdb[j] = (float)(sdy[j] / (double)m);
-            mdg[j] = (float)(sdyx[j] / (double)m);
-        }
-        for (int64_t i = 0; i < m; i++) {
-            const float *drow = dyd + i * c + c0, *xrow = xd + i * c + c0;
-            float *out = dxd + i * c + c0;
-            for (int64_t j = 0; j < nc; j++) {
-                float xhat = (xrow[j] - mean[j]) * invstd[j];
-                out[j] = k[j] * (drow[j] - mdb[j] - xhat * mdg[j]);
-            }
+        sdyx *= si[j]; /* sum dy * (x - mean), times invstd: sum dy * xhat */
+        db[j] = (float)sdy;
+        dg[j] = (float)sdyx;
+        k[j] = g[j] * si[j];
+        mdb[j] = (float)(sdy / (double)m);
+        mdg[j] = (float)(sdyx / (double)m);
+    }
+#pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN)
+    for (int64_t i = 0; i < m; i++) {
+        const float *drow = dyd + i * c, *xrow = xd + i * c;
+        float *out = dxd + i * c;
+        for (int64_t j = 0; j < c; j++) {
+            float xhat = (xrow[j] - sm[j]) * si[j];
+            out[j] = k[j] * (drow[j] - mdb[j] - xhat * mdg[j]);
         }
     }
     return MPX_OK;

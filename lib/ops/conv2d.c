@@ -455,7 +455,7 @@ static mpx_status conv_run_dnnl(int pass, const conv_key *k, const void *x, cons
 
 mpx_status mpx_conv2d_forward_cpu(const mpx_conv2d_attr *a, const mpx_tensor *x,
                                   const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y) {
-    conv_geom g;
+    conv_geom g = {0};
     MPX_TRY(conv_check(g_pass_name[0], a, "x", x, "w", w, "y", y, "b", b, &g));
     mpx_conv2d_impl impl = conv_pick_impl(a, &g);
     if (impl == MPX_CONV_SGEMM) {
@@ -468,7 +468,7 @@ mpx_status mpx_conv2d_forward_cpu(const mpx_conv2d_attr *a, const mpx_tensor *x,
 
 mpx_status mpx_conv2d_backward_data_cpu(const mpx_conv2d_attr *a, const mpx_tensor *dy,
                                         const mpx_tensor *w, mpx_tensor *dx) {
-    conv_geom g;
+    conv_geom g = {0};
     MPX_TRY(conv_check(g_pass_name[1], a, "dx", dx, "w", w, "dy", dy, NULL, NULL, &g));
     mpx_conv2d_impl impl = conv_pick_impl(a, &g);
     if (impl == MPX_CONV_SGEMM) {
@@ -483,7 +483,7 @@ mpx_status mpx_conv2d_backward_data_cpu(const mpx_conv2d_attr *a, const mpx_tens
 
 mpx_status mpx_conv2d_backward_weights_cpu(const mpx_conv2d_attr *a, const mpx_tensor *dy,
                                            const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db) {
-    conv_geom g;
+    conv_geom g = {0};
     MPX_TRY(conv_check(g_pass_name[2], a, "x", x, "dw", dw, "dy", dy, "db", db, &g));
     mpx_conv2d_impl impl = conv_pick_impl(a, &g);
     if (impl == MPX_CONV_SGEMM) {
@@ -511,7 +511,7 @@ mpx_status mpx_conv2d_describe(mpx_conv2d_pass pass, const mpx_conv2d_attr *a, c
         y.shape[1] = (x->shape[1] + 2 * a->pad_h - w->shape[0]) / a->stride_h + 1;
         y.shape[2] = (x->shape[2] + 2 * a->pad_w - w->shape[1]) / a->stride_w + 1;
     }
-    conv_geom g;
+    conv_geom g = {0};
     MPX_TRY(conv_check(op, a, "x", x, "w", w, "y", &y, NULL, NULL, &g));
     mpx_conv2d_impl impl = conv_pick_impl(a, &g);
     if (impl == MPX_CONV_SGEMM) {

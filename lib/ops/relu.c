@@ -31,6 +31,9 @@ mpx_status mpx_relu_backward_cpu(const mpx_tensor *dy, const mpx_tensor *y, mpx_
     float *dxd = dx->data;
     int64_t n = mpx_tensor_numel(y);
 #pragma omp parallel for schedule(static) if (n >= OPS_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) dxd[i] = yd[i] > 0.0f ? dyd[i] : 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        float d = dyd[i]; /* loaded unconditionally, so the select vectorises */
+        dxd[i] = yd[i] > 0.0f ? d : 0.0f;
+    }
     return MPX_OK;
 }

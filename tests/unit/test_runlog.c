@@ -605,7 +605,7 @@ static void check_foreign(const char *dir) {
     const char *why[3] = {"not an HDF5 file", "not an mpx run file", "does not exist"};
     mpx_runlog_meta meta = make_meta();
     for (int i = 0; i < 3; i++) {
-        mpx_status st;
+        mpx_status st = MPX_OK;
         char *s = export_text(paths[i], "train", NULL, -1, 0, &st);
         CHECK(st == MPX_ERR_INPUT && strstr(mpx_error_message(), paths[i]) &&
                   strstr(mpx_error_message(), why[i]),
