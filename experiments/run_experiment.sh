@@ -24,8 +24,8 @@ mkdir -p "$out"
 
 mapfile -t methods < <(grep -v '^\s*\(#\|$\)' "$cfgdir/methods.list")
 total=$(( ${#methods[@]} * seeds )); n=0; failed=0
-for method in "${methods[@]}"; do
-  for ((seed = 0; seed < seeds; seed++)); do
+for ((seed = 0; seed < seeds; seed++)); do  # seed-major: a full method set first
+  for method in "${methods[@]}"; do
     n=$((n + 1))
     run=$out/$method-s$seed.h5
     if [ -f "$run.done" ] && [ -z "${FORCE:-}" ]; then

@@ -55,15 +55,17 @@ if have fp32; then
   for t in act weight; do
     awk -F'\t' -v t=$t 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
       { nz += $col[t "_nonzero"]; fl += $col[t "_flushed"]; bm += $col[t "_below_min"] }
-      END { printf "%.4g\t%.4g\n", nz ? 100 * fl / nz : 0, nz ? 100 * bm / nz : 0 }' \
+      END { printf "%.3g\t%.3g\n", nz ? 100 * fl / nz : 0, nz ? 100 * bm / nz : 0 }' \
       "$tsv/underflow_fp32.tsv" > "$tsv/${t}_flush_summary.tsv"
   done
   read -r af ab < "$tsv/act_flush_summary.tsv"
   read -r wf wb < "$tsv/weight_flush_summary.tsv"
+  az=$(awk -F'\t' '$1 == "zero" { printf "%.3g", $3 }' "$tsv/act_grad_hist.tsv")
+  wz=$(awk -F'\t' '$1 == "zero" { printf "%.3g", $3 }' "$tsv/weight_grad_hist.tsv")
   draw hist.gp 1_act_grad_hist in="$tsv/act_grad_hist.tsv" \
-    title="Activation gradients, all layers, FP32 run: $af% of nonzero values flush to 0 in FP16 ($ab% below 2^-24)"
+    title="Activation gradients, all layers, FP32 run: $az% zeros; FP16 flushes $af% of the nonzero values ($ab% are below 2^{-24})"
   draw hist.gp 2_weight_grad_hist in="$tsv/weight_grad_hist.tsv" \
-    title="Weight gradients, all layers, FP32 run: $wf% of nonzero values flush to 0 in FP16 ($wb% below 2^-24)"
+    title="Weight gradients, all layers, FP32 run: $wz% zeros; FP16 flushes $wf% of the nonzero values ($wb% are below 2^{-24})"
 else
   echo "figures: no fp32 run: skipping figures 1 and 2"
 fi
