@@ -107,14 +107,16 @@ mpx_status mpx_optimizer_step(mpx_optimizer *o, double lr, double *grad_norm) {
             }
         } else {
             float *m = o->state[2 * i], *v = o->state[2 * i + 1];
+            /* 1 - beta in double first: 1 - (float)0.999 is off by 1.3e-5 relative. */
             const float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
+            const float ob1 = (float)(1.0 - c->beta1), ob2 = (float)(1.0 - c->beta2);
             const float bc1 = (float)(1.0 - pow(c->beta1, (double)o->steps));
             const float bc2 = (float)(1.0 - pow(c->beta2, (double)o->steps));
 #pragma omp parallel for schedule(static) if (n > 65536)
             for (int64_t k = 0; k < n; k++) {
                 float gk = g[k] * clip;
-                m[k] = b1 * m[k] + (1 - b1) * gk;
-                v[k] = b2 * v[k] + (1 - b2) * gk * gk;
+                m[k] = b1 * m[k] + ob1 * gk;
+                v[k] = b2 * v[k] + ob2 * gk * gk;
                 float mhat = m[k] / bc1, vhat = v[k] / bc2;
                 w[k] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * w[k]);
             }
