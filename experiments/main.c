@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < N_CMDS; i++)
         if (strcmp(argv[1], g_cmds[i].name) == 0) return g_cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "mpx: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "mpx: unknown command '%s' (train, eval, export, bench, info; see mpx --help)\n",
+            argv[1]);
     return EXIT_USAGE;
 }

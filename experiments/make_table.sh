@@ -11,7 +11,7 @@ model=${1:?usage: make_table.sh MODEL [SCALE]}
 scale=${2:-small}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mpx=${MPX:-$root/build/mpx}
-runs=$root/results/$model/$scale
+runs=${RESULTS:-$root/results}/$model/$scale
 outdir=${OUT_DIR:-$root/results/reference}
 mkdir -p "$outdir"
 tmp=$(mktemp -d)

@@ -7,6 +7,8 @@
 # experiments/configs/MODEL/methods.list and seeds 0..SEEDS-1 into
 # results/MODEL/SCALE/<method>-s<seed>.h5. A finished run (a .done marker beside its run file) is
 # not run again; an interrupted one resumes from its checkpoint. FORCE=1 redoes everything.
+# RESULTS (run files), FIGDIR (figures), TSVDIR and OUT_DIR (tables) move the outputs; EXTRA
+# adds config overrides to every run (e.g. EXTRA=data.root=/imagenet).
 # A run that diverges is a result (recorded in its run file), not a failure of the experiment.
 set -euo pipefail
 model=${1:?usage: run_experiment.sh MODEL [SCALE] [SEEDS]}
@@ -15,7 +17,7 @@ seeds=${3:-1}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mpx=${MPX:-$root/build/mpx}
 cfgdir=$root/experiments/configs/$model
-out=$root/results/$model/$scale
+out=${RESULTS:-$root/results}/$model/$scale
 
 [ -x "$mpx" ] || { echo "run_experiment: $mpx not built (run make)" >&2; exit 2; }
 [ -d "$cfgdir/$scale" ] || { echo "run_experiment: no configs for scale '$scale' in $cfgdir" >&2; exit 2; }

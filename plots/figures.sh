@@ -18,8 +18,8 @@ model=${1:?usage: figures.sh MODEL [SCALE]}
 scale=${2:-small}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mpx=${MPX:-$root/build/mpx}
-runs=$root/results/$model/$scale
-tsv=$root/plots/tsv/$model/$scale
+runs=${RESULTS:-$root/results}/$model/$scale
+tsv=${TSVDIR:-$root/plots/tsv/$model/$scale}
 fig=${FIGDIR:-$root/plots/figures/$model}
 gp=$root/plots
 command -v gnuplot >/dev/null || { echo "figures: gnuplot not installed (make deps)" >&2; exit 2; }

@@ -106,9 +106,26 @@ static mpx_status contradiction(const mpx_config *cfg, const char *key, const ch
                     mpx_cfg_raw(cfg, key), why);
 }
 
+/* Set to something other than its default (a stored resolved config sets every key, at its
+ * default where nobody chose otherwise: that is no contradiction). */
+static int non_default(const mpx_config *cfg, const char *dotted) {
+    if (!mpx_cfg_is_set(cfg, dotted)) return 0;
+    const char *dot = strchr(dotted, '.');
+    for (size_t i = 0; i < mpx_run_schema_len; i++) {
+        const mpx_cfg_key *k = &mpx_run_schema[i];
+        if (strncmp(k->section, dotted, (size_t)(dot - dotted)) != 0 || strcmp(k->key, dot + 1) != 0)
+            continue;
+        if (k->type == MPX_CFG_INT || k->type == MPX_CFG_FLOAT)
+            return mpx_cfg_float(cfg, dotted) != strtod(k->def, NULL);
+        if (k->type == MPX_CFG_BOOL) return mpx_cfg_bool(cfg, dotted) != (strcmp(k->def, "true") == 0);
+        return strcmp(mpx_cfg_str(cfg, dotted), k->def) != 0;
+    }
+    return 1;
+}
+
 static mpx_status any_set(const mpx_config *cfg, const char *const *keys, const char *why) {
     for (; *keys; keys++)
-        if (mpx_cfg_is_set(cfg, *keys)) {
+        if (non_default(cfg, *keys)) {
             char k[64];
             snprintf(k, sizeof k, "%s", *keys);
             return mpx_fail(MPX_ERR_INPUT, "%s: %s is set but %s", mpx_cfg_where(cfg, k), k, why);

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# test_cli.sh — the mpx command's contract with its users: --help everywhere (exit 0), and bad
+# input as one clear line on stderr naming the file/line/key/value at fault with exit code 2,
+# never a crash and never a clobbered file.
+set -u
+MPX=${MPX:?MPX must point to the mpx binary}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0 checks=0
+expect() { # expect CODE PATTERN -- command...
+  local code=$1 pattern=$2; shift 3
+  checks=$((checks + 1))
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -ne "$code" ] || ! grep -qE -- "$pattern" "$tmp/err" "$tmp/out"; then
+    fails=$((fails + 1))
+    echo "FAIL: $* -> exit $rc (want $code), output:"; cat "$tmp/err" "$tmp/out" | head -5
+  fi
+  if [ "$code" -eq 2 ] && [ "$(wc -l < "$tmp/err")" -gt 2 ]; then
+    fails=$((fails + 1)); echo "FAIL: $* printed more than two lines on stderr"; cat "$tmp/err"
+  fi
+}
+
+for c in train eval export bench info; do expect 0 "usage: mpx $c" -- "$MPX" $c --help; done
+expect 0 "usage: mpx COMMAND" -- "$MPX" --help
+expect 2 "unknown command 'trian'" -- "$MPX" trian
+expect 0 "precision" -- "$MPX" train --help-config
+
+cat > "$tmp/ok.cfg" <<'CFG'
+[model]
+arch = resnet20
+width = 0.25
+[data]
+dataset = synthetic
+resolution = 8
+[train]
+steps = 2
+batch_size = 4
+[log]
+stats_every = 1
+CFG
+printf '[train]\nstpes = 10\n' > "$tmp/typo.cfg"
+printf '[train]\nsteps = ten\n' > "$tmp/badvalue.cfg"
+printf '[precision]\nmode = fp32\nscaling = dynamic\n' > "$tmp/contra.cfg"
+printf '[precision]\nmode = fp16\nscaling = fixed\n' > "$tmp/fixed.cfg"
+printf 'include = b.cfg\n' > "$tmp/a.cfg"; printf 'include = a.cfg\n' > "$tmp/b.cfg"
+printf '[trian]\nsteps = 1\n' > "$tmp/section.cfg"
+printf '[data]\ndataset = cifar10\ncache_dir = %s/nocache\nshared_dir = %s/noshared\n' "$tmp" "$tmp" > "$tmp/nodata.cfg"
+
+expect 2 "typo.cfg:2: \[train\] unknown key 'stpes' \(did you mean 'steps'\?\)" -- "$MPX" train "$tmp/typo.cfg" --out "$tmp/r.h5"
+expect 2 "badvalue.cfg:2: \[train\] steps = ten" -- "$MPX" train "$tmp/badvalue.cfg" --out "$tmp/r.h5"
+expect 2 "contra.cfg:3: precision.scaling = dynamic: loss scaling needs" -- "$MPX" train "$tmp/contra.cfg" --out "$tmp/r.h5"
+expect 2 "fixed scaling needs precision.loss_scale" -- "$MPX" train "$tmp/fixed.cfg" --out "$tmp/r.h5"
+expect 2 "a.cfg -> .*b.cfg -> .*a.cfg" -- "$MPX" train "$tmp/a.cfg" --out "$tmp/r.h5"
+expect 2 "unknown section \[trian\]" -- "$MPX" train "$tmp/section.cfg" --out "$tmp/r.h5"
+expect 2 "cannot open '.*missing.cfg'" -- "$MPX" train "$tmp/missing.cfg"
+expect 2 "command line: \[train\] steps = -3" -- "$MPX" train "$tmp/ok.cfg" train.steps=-3 --out "$tmp/r.h5"
+expect 2 "nocache.*noshared|noshared.*nocache" -- "$MPX" train "$tmp/nodata.cfg" --out "$tmp/r.h5"
+expect 2 "unknown option '--frce'" -- "$MPX" train "$tmp/ok.cfg" --frce
+expect 2 "missing CONFIG" -- "$MPX" train
+
+# A run file is never overwritten without --force, and the refusal leaves it intact.
+echo "precious" > "$tmp/exists.h5"
+expect 2 "run file '.*exists.h5' exists; pass --force" -- "$MPX" train "$tmp/ok.cfg" --out "$tmp/exists.h5"
+checks=$((checks + 1))
+[ "$(cat "$tmp/exists.h5")" = "precious" ] || { fails=$((fails + 1)); echo "FAIL: run file clobbered"; }
+
+# Exports of things that are not run files.
+expect 2 "does not exist" -- "$MPX" export "$tmp/none.h5" train
+expect 2 "not an HDF5 file" -- "$MPX" export "$tmp/exists.h5" train
+expect 2 "unknown export 'trian'" -- "$MPX" export "$tmp/exists.h5" trian
+expect 2 "needs RUN.h5 and WHAT" -- "$MPX" export "$tmp/exists.h5"
+expect 2 "no checkpoint" -- "$MPX" eval "$tmp/none.h5"
+printf 'garbage garbage garbage garbage' > "$tmp/bad.ckpt"
+expect 2 "checkpoint '.*bad.ckpt' is not usable" -- "$MPX" eval "$tmp/bad.ckpt"
+
+echo "test_cli.sh: $checks checks, $fails failed"
+[ "$fails" -eq 0 ]
