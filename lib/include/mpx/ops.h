@@ -125,6 +125,80 @@ mpx_status mpx_softmax_ce_forward_cpu(const mpx_tensor *logits, const mpx_tensor
 mpx_status mpx_softmax_ce_backward_cpu(const mpx_tensor *probs, const mpx_tensor *labels,
                                        mpx_tensor *dlogits);
 
+/* ---- layer-norm over the last dim: x [..., C] viewed as [M, C], gamma, beta [C],
+ * y [..., C] = (x - mean) * invstd * gamma + beta per row, with the row's mean and biased
+ * variance in FP32 from double sums; save_mean and save_invstd (M elements each, any shape,
+ * e.g. [M] or the leading dims of x) get mean and 1/sqrt(var + eps) for backward. ---- */
+mpx_status mpx_layernorm_forward_cpu(float eps, const mpx_tensor *x, const mpx_tensor *gamma,
+                                     const mpx_tensor *beta, mpx_tensor *save_mean,
+                                     mpx_tensor *save_invstd, mpx_tensor *y);
+/* dx [..., C], dgamma [C], dbeta [C]; deterministic whatever the thread count. */
+mpx_status mpx_layernorm_backward_cpu(const mpx_tensor *dy, const mpx_tensor *x,
+                                      const mpx_tensor *gamma, const mpx_tensor *save_mean,
+                                      const mpx_tensor *save_invstd, mpx_tensor *dx,
+                                      mpx_tensor *dgamma, mpx_tensor *dbeta);
+
+/* ---- GELU, exact erf form (BERT): y = x * Phi(x), Phi the standard normal CDF.
+ * Backward from the input: dx = dy * (Phi(x) + x * phi(x)). Any shape. ---- */
+mpx_status mpx_gelu_forward_cpu(const mpx_tensor *x, mpx_tensor *y);
+mpx_status mpx_gelu_backward_cpu(const mpx_tensor *dy, const mpx_tensor *x, mpx_tensor *dx);
+
+/* ---- embedding lookup: ids I32 [...] (1..3 dims), table [V, H] -> y [..., H],
+ * y[n] = table[ids[n]]. An id outside [0, V) is MPX_ERR_INPUT naming its position and value.
+ * Backward: dtable [V, H] = sum over positions n with ids[n] = v of dy[n] (zero rows for unused
+ * ids), duplicates added in position order (deterministic whatever the thread count). ---- */
+mpx_status mpx_embedding_forward_cpu(const mpx_tensor *ids, const mpx_tensor *table,
+                                     mpx_tensor *y);
+mpx_status mpx_embedding_backward_cpu(const mpx_tensor *dy, const mpx_tensor *ids,
+                                      mpx_tensor *dtable);
+
+/* ---- batched matmul: c [..., M, N] = alpha * op(a) @ op(b) for every leading index (the
+ * leading dims, 0..2 of them, equal in a, b and c and flattened to a batch count);
+ * a [..., M, K] ([..., K, M] with trans_a), b [..., K, N] ([..., N, K] with trans_b).
+ * Batches run in parallel, each GEMM on one thread, so results do not depend on the thread
+ * count; a single batch is one multi-threaded mpx_sgemm instead (bits as mpx_sgemm gives them).
+ * Backward: da (shaped like a) and db (shaped like b); either may be NULL. ---- */
+typedef struct {
+    int trans_a, trans_b;
+    float alpha;
+} mpx_bmm_attr;
+mpx_status mpx_bmm_forward_cpu(const mpx_bmm_attr *at, const mpx_tensor *a, const mpx_tensor *b,
+                               mpx_tensor *c);
+mpx_status mpx_bmm_backward_cpu(const mpx_bmm_attr *at, const mpx_tensor *dc,
+                                const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *da,
+                                mpx_tensor *db);
+
+/* ---- attention softmax over the last dim: y = softmax(scale * x + mask_bias), FP32,
+ * max-subtracted. Without a mask (NULL) x and y are any [..., T_k]. With a mask, x and y are
+ * [B, H, T_q, T_k] and mask [B, T_k] (I32 or F32, every value 0 or 1) broadcasts over heads and
+ * query positions: 1 keeps the key, 0 makes its bias -inf (probability exactly 0); a row with
+ * every key masked gives zeros. Backward from y: dx = scale * y * (dy - sum(dy * y)). ---- */
+mpx_status mpx_softmax_forward_cpu(float scale, const mpx_tensor *x, const mpx_tensor *mask,
+                                   mpx_tensor *y);
+mpx_status mpx_softmax_backward_cpu(float scale, const mpx_tensor *dy, const mpx_tensor *y,
+                                    mpx_tensor *dx);
+
+/* ---- dropout, seeded: element i (row-major) is kept iff
+ * mpx_rand_u32(seed, MPX_RNG_DROPOUT ^ stream, offset + i) >= round(p * 2^32), i.e. with
+ * probability 1 - p, and kept values are multiplied by (float)(1 / (1 - p)); 0 <= p < 1,
+ * p = 0 is the identity. No mask is stored: backward (same attr) recomputes it,
+ * dx = dy * keep * scale. Any shape. ---- */
+typedef struct {
+    float p;
+    uint64_t seed, stream, offset;
+} mpx_dropout_attr;
+mpx_status mpx_dropout_forward_cpu(const mpx_dropout_attr *a, const mpx_tensor *x, mpx_tensor *y);
+mpx_status mpx_dropout_backward_cpu(const mpx_dropout_attr *a, const mpx_tensor *dy,
+                                    mpx_tensor *dx);
+
+/* ---- permute: y.shape[i] = x.shape[perm[i]], y[i0,..] = x at the permuted index;
+ * perm has x->ndim entries (a permutation of 0..ndim-1). The attention head split is
+ * x [B, T, H*D] viewed as [B, T, H, D] with perm {0, 2, 1, 3} -> [B, H, T, D]; the merge is the
+ * same perm from [B, H, T, D] to [B, T, H, D] (viewed as [B, T, H*D]).
+ * Backward: dx = dy permuted by the inverse of perm. ---- */
+mpx_status mpx_permute_forward_cpu(const int *perm, const mpx_tensor *x, mpx_tensor *y);
+mpx_status mpx_permute_backward_cpu(const int *perm, const mpx_tensor *dy, mpx_tensor *dx);
+
 #ifdef __cplusplus
 }
 #endif
