@@ -235,5 +235,8 @@ int main(void) {
     test_read();
     test_errors();
     test_stream_and_cache();
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    CHECK(system(cmd) == 0, "cannot remove %s", g_tmp);
     return mpx_test_done(__FILE__);
 }

@@ -475,5 +475,8 @@ int main(void) {
     test_encode_decode();
     test_against_reference();
     test_vocab_io();
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    CHECK(system(cmd) == 0, "cannot remove %s", g_tmp);
     return mpx_test_done(__FILE__);
 }
