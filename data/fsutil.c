@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,6 +110,24 @@ mpx_status mpx_fs_read_all(const char *path, char **data, size_t *n) {
     *data = buf;
     *n = len;
     return MPX_OK;
+}
+
+mpx_status mpx_fs_lock(const char *path, int *fd) {
+    *fd = open(path, O_RDWR | O_CREAT, 0644);
+    if (*fd < 0) return mpx_fail(MPX_ERR_IO, "cannot create lock '%s': %s", path, strerror(errno));
+    while (flock(*fd, LOCK_EX) != 0)
+        if (errno != EINTR) {
+            int e = errno;
+            close(*fd);
+            *fd = -1;
+            return mpx_fail(MPX_ERR_IO, "cannot lock '%s': %s", path, strerror(e));
+        }
+    return MPX_OK;
+}
+
+void mpx_fs_unlock(int fd) {
+    flock(fd, LOCK_UN);
+    close(fd);
 }
 
 mpx_status mpx_fs_join(char *buf, size_t cap, const char *a, const char *b) {

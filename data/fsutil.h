@@ -24,6 +24,10 @@ mpx_status mpx_fs_write_atomic(const char *path, const void *data, size_t n);
 mpx_status mpx_fs_rename(const char *from, const char *to);
 /* Read a whole (small) file, NUL-terminated; caller frees *data. */
 mpx_status mpx_fs_read_all(const char *path, char **data, size_t *n);
+/* Take an exclusive flock(2) on `path` (created when missing), waiting for other holders;
+ * *fd is the descriptor to give to mpx_fs_unlock. */
+mpx_status mpx_fs_lock(const char *path, int *fd);
+void mpx_fs_unlock(int fd);
 /* snprintf into buf; MPX_ERR_INPUT when the path does not fit. */
 mpx_status mpx_fs_join(char *buf, size_t cap, const char *a, const char *b);
 

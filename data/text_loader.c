@@ -1,0 +1,256 @@
+/* text_loader.c — the MLM batch loader, built like data/loader.c: a worker thread fills a ring
+ * of prefetch + 1 preallocated batches (the caller holds one, the worker fills the others).
+ *
+ * Batch g (counted from epoch 0, batch 0) is epoch g / bpe, index g % bpe. With shuffle, the
+ * order of epoch e is a Fisher-Yates permutation of the split drawn from stream
+ * MPX_RNG_DATA_ORDER starting at counter e << 40 (as the image loader); row j of batch b is
+ * example perm[b B + j], masked for epoch e (or 0 with fixed_masks) by mpx_mlm_example. A
+ * batch is therefore a pure function of (seed, g): thread timing, prefetch depth and
+ * restarts cannot change it. Nothing is allocated per batch. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpx/rng.h"
+#include "mpx/text.h"
+
+enum { SLOT_FREE, SLOT_READY, SLOT_HELD };
+
+typedef struct {
+    int32_t *ids, *labels, *attn; /* [B, T] each */
+    int n;
+    int64_t n_predict;
+    int64_t g; /* global batch number */
+    int state;
+    mpx_status status;
+    char msg[1024];
+} slot;
+
+struct mpx_mlm_loader {
+    mpx_mlm_loader_config cfg;
+    const mpx_mlm *m;
+    int T;
+    int32_t pad;
+    int64_t n, bpe;
+    int64_t start_g, consumed;
+    int held; /* slot held by the caller, -1 when none */
+    int nslots;
+    slot *slots;
+    int64_t *perm, perm_epoch; /* worker-owned */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t ready, freed;
+    int stop;
+};
+
+mpx_mlm_loader_config mpx_mlm_loader_config_train(int batch_size, uint64_t seed) {
+    mpx_mlm_loader_config c;
+    memset(&c, 0, sizeof c);
+    c.batch_size = batch_size;
+    c.seed = seed;
+    c.split = MPX_SPLIT_TRAIN;
+    c.shuffle = 1;
+    c.drop_last = 1;
+    c.fixed_masks = 0;
+    c.prefetch = 2;
+    return c;
+}
+
+mpx_mlm_loader_config mpx_mlm_loader_config_eval(int batch_size, uint64_t seed) {
+    mpx_mlm_loader_config c = mpx_mlm_loader_config_train(batch_size, seed);
+    c.split = MPX_SPLIT_TEST;
+    c.shuffle = 0;
+    c.drop_last = 0;
+    c.fixed_masks = 1;
+    return c;
+}
+
+static void shuffle_epoch(mpx_mlm_loader *L, int64_t epoch) {
+    for (int64_t i = 0; i < L->n; i++) L->perm[i] = i;
+    mpx_rng r = mpx_rng_make(L->cfg.seed, MPX_RNG_DATA_ORDER, (uint64_t)epoch << 40);
+    for (int64_t i = L->n - 1; i > 0; i--) {
+        int64_t j = mpx_rng_below(&r, (uint32_t)(i + 1));
+        int64_t t = L->perm[i];
+        L->perm[i] = L->perm[j];
+        L->perm[j] = t;
+    }
+    L->perm_epoch = epoch;
+}
+
+static void fill(mpx_mlm_loader *L, slot *sl, int64_t g) {
+    int64_t epoch = g / L->bpe, first = (g % L->bpe) * L->cfg.batch_size;
+    int B = L->cfg.batch_size, T = L->T;
+    int count = (int)(L->n - first < B ? L->n - first : B);
+    if (L->cfg.shuffle && L->perm_epoch != epoch) shuffle_epoch(L, epoch);
+    sl->g = g;
+    sl->n = count;
+    sl->n_predict = 0;
+    sl->status = MPX_OK;
+    sl->msg[0] = '\0';
+    for (int j = 0; j < count; j++) {
+        int64_t ex = L->cfg.shuffle ? L->perm[first + j] : first + j;
+        size_t o = (size_t)j * T;
+        int k;
+        mpx_status st = mpx_mlm_example(L->m, L->cfg.split, ex, L->cfg.seed,
+                                        L->cfg.fixed_masks ? 0 : epoch, sl->ids + o,
+                                        sl->labels + o, sl->attn + o, &k);
+        if (st != MPX_OK) {
+            sl->status = st;
+            snprintf(sl->msg, sizeof sl->msg, "epoch %lld batch %lld: %s", (long long)epoch,
+                     (long long)(g % L->bpe), mpx_error_message());
+            return;
+        }
+        sl->n_predict += k;
+    }
+    for (size_t p = (size_t)count * T; p < (size_t)B * T; p++) {
+        sl->ids[p] = L->pad;
+        sl->labels[p] = -1;
+        sl->attn[p] = 0;
+    }
+}
+
+static void *worker(void *arg) {
+    mpx_mlm_loader *L = arg;
+    for (int64_t s = 0;; s++) {
+        slot *sl = &L->slots[s % L->nslots];
+        pthread_mutex_lock(&L->mu);
+        while (!L->stop && sl->state != SLOT_FREE) pthread_cond_wait(&L->freed, &L->mu);
+        int stop = L->stop;
+        pthread_mutex_unlock(&L->mu);
+        if (stop) break;
+        fill(L, sl, L->start_g + s);
+        pthread_mutex_lock(&L->mu);
+        sl->state = SLOT_READY;
+        pthread_cond_broadcast(&L->ready);
+        pthread_mutex_unlock(&L->mu);
+        if (sl->status != MPX_OK) break; /* the caller gets the error; nothing more to do */
+    }
+    return NULL;
+}
+
+mpx_status mpx_mlm_loader_create(const mpx_mlm *m, const mpx_mlm_loader_config *cfg,
+                                 mpx_loader_pos start, mpx_mlm_loader **out) {
+    *out = NULL;
+    if (cfg->batch_size < 1 || cfg->prefetch < 1)
+        return mpx_fail(MPX_ERR_INPUT, "MLM loader: batch_size %d and prefetch %d must be >= 1",
+                        cfg->batch_size, cfg->prefetch);
+    if (cfg->split != MPX_SPLIT_TRAIN && cfg->split != MPX_SPLIT_TEST)
+        return mpx_fail(MPX_ERR_INPUT, "MLM loader: unknown split %d", (int)cfg->split);
+    int64_t n = mpx_mlm_count(m, cfg->split);
+    if (n < 1 || n >= ((int64_t)1 << 32))
+        return mpx_fail(MPX_ERR_INPUT, "MLM loader: the %s split has %lld sequences (1 .. 2^32 - 1 "
+                        "supported)", cfg->split == MPX_SPLIT_TEST ? "held-out" : "training",
+                        (long long)n);
+    int64_t B = cfg->batch_size;
+    int64_t bpe = cfg->drop_last ? n / B : (n + B - 1) / B;
+    if (bpe == 0)
+        return mpx_fail(MPX_ERR_INPUT,
+                        "MLM loader: %lld sequences make no full batch of %lld (drop_last)",
+                        (long long)n, (long long)B);
+    if (start.epoch < 0 || start.epoch >= ((int64_t)1 << 20) || start.batch < 0 ||
+        start.batch >= bpe)
+        return mpx_fail(MPX_ERR_INPUT,
+                        "MLM loader: start position epoch %lld batch %lld is outside epochs "
+                        "[0, 2^20) and batches [0, %lld)",
+                        (long long)start.epoch, (long long)start.batch, (long long)bpe);
+    mpx_mlm_loader *L = calloc(1, sizeof *L);
+    if (!L) return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the MLM loader");
+    L->cfg = *cfg;
+    L->m = m;
+    L->T = mpx_mlm_seq_len(m);
+    L->pad = mpx_tokenizer_special(mpx_mlm_tokenizer(m), MPX_TOK_PAD);
+    L->n = n;
+    L->bpe = bpe;
+    L->start_g = start.epoch * bpe + start.batch;
+    L->held = -1;
+    L->perm_epoch = -1;
+    L->nslots = cfg->prefetch + 1;
+    size_t per = (size_t)B * L->T;
+    L->slots = calloc((size_t)L->nslots, sizeof *L->slots);
+    int ok = L->slots != NULL;
+    if (ok && cfg->shuffle) ok = (L->perm = malloc((size_t)n * sizeof *L->perm)) != NULL;
+    for (int i = 0; ok && i < L->nslots; i++) {
+        L->slots[i].ids = calloc(per, sizeof(int32_t));
+        L->slots[i].labels = calloc(per, sizeof(int32_t));
+        L->slots[i].attn = calloc(per, sizeof(int32_t));
+        ok = L->slots[i].ids && L->slots[i].labels && L->slots[i].attn;
+    }
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->ready, NULL);
+    pthread_cond_init(&L->freed, NULL);
+    if (!ok) {
+        mpx_mlm_loader_free(L);
+        return mpx_fail(MPX_ERR_NOMEM, "out of memory for %d MLM batches of [%lld, %d]",
+                        cfg->prefetch + 1, (long long)B, mpx_mlm_seq_len(m));
+    }
+    if (pthread_create(&L->thread, NULL, worker, L) != 0) {
+        mpx_mlm_loader_free(L);
+        return mpx_fail(MPX_ERR_IO, "MLM loader: cannot start the worker thread");
+    }
+    L->thread_started = 1;
+    *out = L;
+    return MPX_OK;
+}
+
+mpx_status mpx_mlm_loader_next(mpx_mlm_loader *L, mpx_mlm_batch *out) {
+    pthread_mutex_lock(&L->mu);
+    if (L->held >= 0) {
+        L->slots[L->held].state = SLOT_FREE;
+        L->held = -1;
+        pthread_cond_broadcast(&L->freed);
+    }
+    int idx = (int)(L->consumed % L->nslots);
+    slot *sl = &L->slots[idx];
+    while (sl->state != SLOT_READY) pthread_cond_wait(&L->ready, &L->mu);
+    if (sl->status != MPX_OK) {
+        mpx_status st = sl->status;
+        pthread_mutex_unlock(&L->mu);
+        return mpx_fail(st, "%s", sl->msg);
+    }
+    sl->state = SLOT_HELD;
+    L->held = idx;
+    L->consumed++;
+    pthread_mutex_unlock(&L->mu);
+    out->ids = sl->ids;
+    out->labels = sl->labels;
+    out->attn = sl->attn;
+    out->n = sl->n;
+    out->batch_size = L->cfg.batch_size;
+    out->seq_len = L->T;
+    out->n_predict = sl->n_predict;
+    out->pos.epoch = sl->g / L->bpe;
+    out->pos.batch = sl->g % L->bpe;
+    return MPX_OK;
+}
+
+mpx_loader_pos mpx_mlm_loader_position(const mpx_mlm_loader *L) {
+    int64_t g = L->start_g + L->consumed;
+    mpx_loader_pos p = {g / L->bpe, g % L->bpe};
+    return p;
+}
+
+int64_t mpx_mlm_loader_batches_per_epoch(const mpx_mlm_loader *L) { return L->bpe; }
+
+void mpx_mlm_loader_free(mpx_mlm_loader *L) {
+    if (!L) return;
+    if (L->thread_started) {
+        pthread_mutex_lock(&L->mu);
+        L->stop = 1;
+        pthread_cond_broadcast(&L->freed);
+        pthread_mutex_unlock(&L->mu);
+        pthread_join(L->thread, NULL);
+    }
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->ready);
+    pthread_cond_destroy(&L->freed);
+    for (int i = 0; L->slots && i < L->nslots; i++) {
+        free(L->slots[i].ids);
+        free(L->slots[i].labels);
+        free(L->slots[i].attn);
+    }
+    free(L->slots);
+    free(L->perm);
+    free(L);
+}
