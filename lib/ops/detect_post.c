@@ -1,13 +1,15 @@
 /* detect_post.c — SSD post-processing: decode the offsets, softmax the confidences, per-class
  * score threshold and greedy NMS, and the per-image top-k over all classes.
  *
- * Evaluation-time code: it allocates its scratch per call. Per class the candidates above the
+ * Evaluation-time code: it allocates its scratch per call (one set per thread; images run in
+ * parallel, each into its own slot of the output). Per class the candidates above the
  * threshold are cut to the best nms_top_k with a heap before they are sorted, so an untrained
  * network (every score near 1/C, above a 0.01 threshold) costs O(P log k) per class, not a
  * sort of all P priors. Every ranking is (score descending, index ascending): deterministic.
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mpx/ssd.h"
 #include "ops_internal.h"
@@ -91,15 +93,14 @@ typedef struct {
     survivor *surv;        /* [(C - 1) * per_class] */
 } detect_scratch;
 
-static mpx_status scratch_alloc(detect_scratch *s, int64_t p, int64_t c, int64_t per_class) {
+/* Returns 1 when every buffer was allocated (scratch_free is safe either way). */
+static int scratch_alloc(detect_scratch *s, int64_t p, int64_t c, int64_t per_class) {
     s->boxes = malloc(sizeof(float) * 4 * p);
     s->scores = malloc(sizeof(float) * p * c);
     s->cand = malloc(sizeof(ssd_pair) * p);
     s->idx = malloc(sizeof(int32_t) * p);
     s->surv = malloc(sizeof(survivor) * (c - 1) * per_class);
-    if (s->boxes && s->scores && s->cand && s->idx && s->surv) return MPX_OK;
-    return mpx_fail(MPX_ERR_NOMEM, "out of memory allocating ssd detect scratch (P = %lld, C = %lld)",
-                    (long long)p, (long long)c);
+    return s->boxes && s->scores && s->cand && s->idx && s->surv;
 }
 
 static void scratch_free(detect_scratch *s) {
@@ -173,23 +174,46 @@ mpx_status mpx_ssd_detect(const mpx_ssd_detect_attr *a, const mpx_tensor *conf,
         return mpx_fail(MPX_ERR_INPUT, "%s: first_image = %d with B = %lld leaves 0..INT32_MAX",
                         op, (int)first_image, (long long)nb);
 
+    /* Images run in parallel, each thread with its own scratch; image b first writes its
+     * detections to out[b * top_k ...], then the slots are compacted in image order. */
     const int64_t per_class = a->nms_top_k > 0 && a->nms_top_k < p ? a->nms_top_k : p;
-    detect_scratch s;
-    mpx_status st = scratch_alloc(&s, p, c, per_class);
-    int64_t total = 0;
-    for (int64_t b = 0; st == MPX_OK && b < nb; b++) {
-        int64_t ns = image_detect(a, (const float *)conf->data + b * p * c,
-                                  (const float *)loc->data + b * p * 4, priors->data, p, c,
-                                  per_class, &s);
-        if (ns > a->top_k) ns = a->top_k;
-        for (int64_t i = 0; i < ns; i++) {
-            mpx_detection *d = &out[total++];
-            const survivor *v = &s.surv[i];
-            d->image = first_image + (int32_t)b, d->cls = v->cls, d->score = v->score;
-            for (int k = 0; k < 4; k++) d->box[k] = s.boxes[4 * (int64_t)v->prior + k];
+    int64_t *found;
+    MPX_ALLOC(found, nb, "ssd detect counts");
+    int failed = 0;
+#pragma omp parallel if (nb > 1)
+    {
+        detect_scratch s;
+        int ok = scratch_alloc(&s, p, c, per_class);
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
         }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < nb; b++) {
+            if (!ok) continue;
+            int64_t ns = image_detect(a, (const float *)conf->data + b * p * c,
+                                      (const float *)loc->data + b * p * 4, priors->data, p, c,
+                                      per_class, &s);
+            if (ns > a->top_k) ns = a->top_k;
+            for (int64_t i = 0; i < ns; i++) {
+                mpx_detection *d = &out[b * a->top_k + i];
+                const survivor *v = &s.surv[i];
+                d->image = first_image + (int32_t)b, d->cls = v->cls, d->score = v->score;
+                for (int k = 0; k < 4; k++) d->box[k] = s.boxes[4 * (int64_t)v->prior + k];
+            }
+            found[b] = ns;
+        }
+        scratch_free(&s);
     }
-    scratch_free(&s);
-    if (st == MPX_OK) *count = total;
-    return st;
+    int64_t total = 0;
+    for (int64_t b = 0; b < nb && !failed; b++) {
+        memmove(&out[total], &out[b * a->top_k], sizeof *out * (size_t)found[b]);
+        total += found[b];
+    }
+    free(found);
+    if (failed)
+        return mpx_fail(MPX_ERR_NOMEM, "out of memory allocating ssd detect scratch (P = %lld, "
+                        "C = %lld)", (long long)p, (long long)c);
+    *count = total;
+    return MPX_OK;
 }

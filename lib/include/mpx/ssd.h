@@ -83,9 +83,10 @@ mpx_status mpx_ssd_match(const mpx_tensor *priors, const mpx_tensor *gt_boxes,
  * are kept. min_neg only matters for images with few or no positives (the rule of the
  * TensorFlow Object Detection API's hard-example miner): an image without objects still
  * trains min_neg background priors whenever the batch has positives elsewhere.
- * With N = the number of positives in the whole batch,
- *   loss = (sum_{positive and kept} CE(conf, class) + loc_weight sum_{positive} sum_4 smoothL1(loc
- *          - loc_target)) / N,     smoothL1(d) = d^2 / 2 for |d| < 1, |d| - 1/2 otherwise,
+ * With N = the number of positives in the whole batch and "counted" = positive or kept,
+ *   loss = (sum_counted CE(conf, class) + loc_weight sum_positive sum_4 smoothL1(loc -
+ *          loc_target)) / N,   CE of a kept negative against class 0,
+ *   smoothL1(d) = d^2 / 2 for |d| < 1, |d| - 1/2 otherwise (beta 1),
  * and loss = 0 (with zero gradients) when N = 0.
  * Saved for backward: probs F32 [B, P, C] (softmax of conf), target I32 [B, P] (>= 1 positive
  * with its class, 0 kept negative, -1 not in the loss), loc_target F32 [B, P, 4] (encoded GT
@@ -93,8 +94,9 @@ mpx_status mpx_ssd_match(const mpx_tensor *priors, const mpx_tensor *gt_boxes,
  * Backward: the gradient of that loss with the selection fixed, OVERWRITING dconf [B, P, C] =
  * (probs - onehot(target)) / N on counted priors (0 elsewhere) and dloc [B, P, 4] =
  * loc_weight clamp(loc - loc_target, -1, 1) / N on positives (0 elsewhere).
- * Deterministic: images are independent, sums run in double in prior order and the image
- * partials are added in image order, so results do not depend on the thread count.
+ * Deterministic: images are independent, each image's sums run in double in a fixed order
+ * and the image partials are added in image order, so results do not depend on the thread
+ * count. P must fit an I32 index.
  * The forward needs a workspace: U8 [>= mpx_multibox_workspace_bytes(B, P, G)], 8-byte
  * aligned; the op allocates nothing. */
 typedef struct {
