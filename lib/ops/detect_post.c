@@ -59,8 +59,8 @@ mpx_status mpx_ssd_nms(const mpx_tensor *boxes, const mpx_tensor *scores, float 
     const float *s = scores->data;
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(s[i]))
-            return mpx_fail(MPX_ERR_INPUT, "%s: scores[%lld] = %g is not finite", op,
-                            (long long)i, s[i]);
+            return mpx_fail(MPX_ERR_INPUT, "%s: scores[%lld] = %g is not finite", op, (long long)i,
+                            s[i]);
     ssd_pair *order;
     MPX_ALLOC(order, n, "ssd nms order");
     for (int64_t i = 0; i < n; i++) order[i] = (ssd_pair){s[i], (int32_t)i};
@@ -168,11 +168,12 @@ mpx_status mpx_ssd_detect(const mpx_ssd_detect_attr *a, const mpx_tensor *conf,
     MPX_TRY(ops_expect_dim(op, "priors", priors, 1, 4, "(cx, cy, w, h)"));
     if (!out || !count) return mpx_fail(MPX_ERR_INPUT, "%s: out or count is NULL", op);
     if (cap < nb * a->top_k)
-        return mpx_fail(MPX_ERR_INPUT, "%s: out has room for %lld detections, needs B * top_k = "
-                        "%lld", op, (long long)cap, (long long)(nb * a->top_k));
+        return mpx_fail(MPX_ERR_INPUT,
+                        "%s: out has room for %lld detections, needs B * top_k = %lld", op,
+                        (long long)cap, (long long)(nb * a->top_k));
     if (first_image < 0 || (int64_t)first_image + nb - 1 > INT32_MAX)
-        return mpx_fail(MPX_ERR_INPUT, "%s: first_image = %d with B = %lld leaves 0..INT32_MAX",
-                        op, (int)first_image, (long long)nb);
+        return mpx_fail(MPX_ERR_INPUT, "%s: first_image = %d with B = %lld leaves 0..INT32_MAX", op,
+                        (int)first_image, (long long)nb);
 
     /* Images run in parallel, each thread with its own scratch; image b first writes its
      * detections to out[b * top_k ...], then the slots are compacted in image order. */
@@ -212,8 +213,9 @@ mpx_status mpx_ssd_detect(const mpx_ssd_detect_attr *a, const mpx_tensor *conf,
     }
     free(found);
     if (failed)
-        return mpx_fail(MPX_ERR_NOMEM, "out of memory allocating ssd detect scratch (P = %lld, "
-                        "C = %lld)", (long long)p, (long long)c);
+        return mpx_fail(MPX_ERR_NOMEM,
+                        "out of memory allocating ssd detect scratch (P = %lld, C = %lld)",
+                        (long long)p, (long long)c);
     *count = total;
     return MPX_OK;
 }

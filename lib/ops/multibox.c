@@ -132,8 +132,10 @@ static mpx_status check_bpc(const char *op, const char *cn, const mpx_tensor *cf
                             const mpx_tensor *lc, const mpx_tensor *target) {
     MPX_TRY(ops_expect(op, cn, cf, MPX_F32, 3));
     if (cf->shape[2] < 2)
-        return mpx_fail(MPX_ERR_INPUT, "%s: %s has C = %lld classes, expected >= 2 (background "
-                        "and at least one object class)", op, cn, (long long)cf->shape[2]);
+        return mpx_fail(
+            MPX_ERR_INPUT,
+            "%s: %s has C = %lld classes, expected >= 2 (background and an object class)", op, cn,
+            (long long)cf->shape[2]);
     MPX_TRY(ops_expect(op, ln, lc, MPX_F32, 3));
     MPX_TRY(ops_expect_dim(op, ln, lc, 0, cf->shape[0], "B, dim 0 of the confidences"));
     MPX_TRY(ops_expect_dim(op, ln, lc, 1, cf->shape[1], "P, dim 1 of the confidences"));
@@ -186,9 +188,18 @@ mpx_status mpx_multibox_forward_cpu(const mpx_multibox_attr *a, const mpx_tensor
         MPX_TRY(ssd_check_gt(FWD, (const float *)gt_boxes->data + b * g * 4,
                              (const int32_t *)gt_labels->data + b * g, g, b, c));
 
-    const fwd_args f = {a,          p,          c,          g,          conf->data,
-                        loc->data,  priors->data, gt_boxes->data, gt_labels->data, probs->data,
-                        loc_target->data, target->data};
+    const fwd_args f = {.a = a,
+                        .p = p,
+                        .c = c,
+                        .g = g,
+                        .conf = conf->data,
+                        .loc = loc->data,
+                        .priors = priors->data,
+                        .gt = gt_boxes->data,
+                        .labels = gt_labels->data,
+                        .probs = probs->data,
+                        .loc_target = loc_target->data,
+                        .target = target->data};
     ssd_pair *pairs = workspace->data;
     image_sums *sums = (image_sums *)(pairs + nb * p);
     ssd_gt_state *gts = (ssd_gt_state *)(sums + nb);
@@ -197,7 +208,8 @@ mpx_status mpx_multibox_forward_cpu(const mpx_multibox_attr *a, const mpx_tensor
 
     double conf_sum = 0, loc_sum = 0;
     int64_t n = 0;
-    for (int64_t b = 0; b < nb; b++) conf_sum += sums[b].conf, loc_sum += sums[b].loc, n += sums[b].npos;
+    for (int64_t b = 0; b < nb; b++)
+        conf_sum += sums[b].conf, loc_sum += sums[b].loc, n += sums[b].npos;
     *(float *)loss->data = n ? (float)((conf_sum + a->loc_weight * loc_sum) / (double)n) : 0.0f;
     return MPX_OK;
 }

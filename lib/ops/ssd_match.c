@@ -3,9 +3,9 @@
  * (best-prior-per-GT bipartite step, then the IoU threshold; see mpx/ssd.h).
  *
  * IoUs are computed in double from the FP32 boxes, and a prior's corners too (cx -+ w / 2 of
- * two floats is exact in double unless w < 2^-28 cx): priors of one shape lying inside one GT then have exactly
- * equal IoUs, so such geometric ties really fall to the lower index as documented, instead of
- * to the rounding of FP32 corners, which differs from cell to cell.
+ * two floats is exact in double unless w < 2^-28 cx): priors of one shape lying inside one GT then
+ * have exactly equal IoUs, so such geometric ties really fall to the lower index as documented,
+ * instead of to the rounding of FP32 corners, which differs from cell to cell.
  */
 #include <math.h>
 #include <stdio.h>
@@ -75,8 +75,8 @@ mpx_status ssd_check_gt(const char *op, const float *gt, const int32_t *labels, 
                             "background, < 0 marks padding)",
                             op, at, (int)labels[j], n_classes > 0 ? "C-1" : "");
         const float *b = gt + 4 * j;
-        if (!(isfinite(b[0]) && isfinite(b[1]) && isfinite(b[2]) && isfinite(b[3]) &&
-              b[2] > b[0] && b[3] > b[1]))
+        if (!(isfinite(b[0]) && isfinite(b[1]) && isfinite(b[2]) && isfinite(b[3]) && b[2] > b[0] &&
+              b[3] > b[1]))
             return mpx_fail(MPX_ERR_INPUT,
                             "%s: gt_boxes%s = (%g, %g, %g, %g) is not a finite corner-form box "
                             "with x1 > x0 and y1 > y0",
@@ -86,8 +86,8 @@ mpx_status ssd_check_gt(const char *op, const float *gt, const int32_t *labels, 
 }
 
 /* Best free prior (not yet forced) for box g: IoU > 0 required, ties to the lower index. */
-static void best_free_prior(const float *priors, int64_t p, const double *box,
-                            const ssd_pair *best, ssd_gt_state *st) {
+static void best_free_prior(const float *priors, int64_t p, const double *box, const ssd_pair *best,
+                            ssd_gt_state *st) {
     st->iou = 0, st->prior = -1;
     for (int64_t i = 0; i < p; i++) {
         if (best[i].v >= FORCED) continue;
@@ -146,8 +146,8 @@ static mpx_status box_shapes(const char *op, const mpx_tensor *priors, const cha
     MPX_TRY(ops_expect(op, xn, x, MPX_F32, -1));
     if (x->ndim != 2 && x->ndim != 3) {
         char buf[96];
-        return mpx_fail(MPX_ERR_INPUT, "%s: %s has shape %s, expected [P, 4] or [B, P, 4]", op,
-                        xn, mpx_shape_str(x->ndim, x->shape, buf, sizeof buf));
+        return mpx_fail(MPX_ERR_INPUT, "%s: %s has shape %s, expected [P, 4] or [B, P, 4]", op, xn,
+                        mpx_shape_str(x->ndim, x->shape, buf, sizeof buf));
     }
     MPX_TRY(ops_expect_dim(op, xn, x, x->ndim - 2, priors->shape[0], "P, the rows of priors"));
     MPX_TRY(ops_expect_dim(op, xn, x, x->ndim - 1, 4, "4 coordinates"));

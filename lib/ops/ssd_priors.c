@@ -18,8 +18,10 @@ mpx_status mpx_ssd_prior_count(const mpx_ssd_priors_cfg *cfg, int64_t *count) {
         return mpx_fail(MPX_ERR_INPUT, "%s: n_maps = %d, expected 1..%d", OP, cfg->n_maps,
                         MPX_SSD_MAX_MAPS);
     if (!(cfg->s_min > 0 && cfg->s_min <= cfg->s_max && isfinite(cfg->s_max)))
-        return mpx_fail(MPX_ERR_INPUT, "%s: scales s_min = %g, s_max = %g, expected 0 < s_min <= "
-                        "s_max", OP, cfg->s_min, cfg->s_max);
+        return mpx_fail(MPX_ERR_INPUT,
+                        "%s: scales s_min = %g, s_max = %g, expected 0 < s_min <= "
+                        "s_max",
+                        OP, cfg->s_min, cfg->s_max);
     int64_t n = 0;
     for (int k = 0; k < cfg->n_maps; k++) {
         if (cfg->size[k] < 1 || cfg->size[k] > 4096)
@@ -51,8 +53,8 @@ mpx_status mpx_ssd_priors(const mpx_ssd_priors_cfg *cfg, mpx_tensor *priors) {
     MPX_TRY(ops_expect_dim(OP, "priors", priors, 0, n, "P, the prior count of the configuration"));
     MPX_TRY(ops_expect_dim(OP, "priors", priors, 1, 4, "(cx, cy, w, h)"));
     const int m = cfg->n_maps;
-    const double step = m > 1 ? ((double)cfg->s_max - cfg->s_min) / (m - 1)
-                              : (double)cfg->s_max - cfg->s_min;
+    const double step =
+        m > 1 ? ((double)cfg->s_max - cfg->s_min) / (m - 1) : (double)cfg->s_max - cfg->s_min;
     float *out = priors->data;
     for (int k = 0; k < m; k++) {
         const int f = cfg->size[k];

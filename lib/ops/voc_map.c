@@ -38,8 +38,7 @@ static int det_key_cmp(const void *a, const void *b) {
 }
 
 /* First position in k[lo, hi) whose (cls, image) is >= (cls, image). */
-static int64_t gt_lower_bound(const gt_key *k, int64_t lo, int64_t hi, int32_t cls,
-                              int32_t image) {
+static int64_t gt_lower_bound(const gt_key *k, int64_t lo, int64_t hi, int32_t cls, int32_t image) {
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
         if (k[mid].cls < cls || (k[mid].cls == cls && k[mid].image < image))
@@ -113,13 +112,15 @@ mpx_status mpx_voc_map(const mpx_detection *dets, int64_t n_dets, const mpx_voc_
                        double *ap_area, mpx_voc_summary *out) {
     MPX_TRY(check_inputs(dets, n_dets, gt, n_gt, n_classes, iou_threshold, out));
     map_scratch s = {malloc(sizeof(gt_key) * (size_t)(n_gt + 1)),
-                     malloc(sizeof(det_key) * (size_t)(n_dets + 1)),
-                     calloc((size_t)n_gt + 1, 1), malloc(sizeof(double) * (size_t)(n_dets + 1)),
+                     malloc(sizeof(det_key) * (size_t)(n_dets + 1)), calloc((size_t)n_gt + 1, 1),
+                     malloc(sizeof(double) * (size_t)(n_dets + 1)),
                      malloc(sizeof(double) * (size_t)(n_dets + 1))};
     if (!s.g || !s.d || !s.claimed || !s.rec || !s.prec) {
         scratch_free(&s);
-        return mpx_fail(MPX_ERR_NOMEM, "out of memory allocating voc map scratch (%lld "
-                        "detections, %lld objects)", (long long)n_dets, (long long)n_gt);
+        return mpx_fail(MPX_ERR_NOMEM,
+                        "out of memory allocating voc map scratch (%lld "
+                        "detections, %lld objects)",
+                        (long long)n_dets, (long long)n_gt);
     }
     for (int64_t i = 0; i < n_gt; i++) s.g[i] = (gt_key){gt[i].cls, gt[i].image, i};
     for (int64_t i = 0; i < n_dets; i++) s.d[i] = (det_key){dets[i].cls, dets[i].score, i};

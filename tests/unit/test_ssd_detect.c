@@ -42,8 +42,8 @@ static void check_nms(void) {
      *   D = [0,0,1,.5]: IoU(A,D) = .5 / 1 = .5 > .45         -> suppressed
      * Kept in visiting order: A(0), E(4), C(2). At threshold 0.5, D's IoU .5 is not > .5, and
      * IoU(E,D) = .25 / 1.25 = .2, so D survives too: A, E, C, D. */
-    const float boxes[] = {0, 0, 1, 1, 0.1f, 0, 1.1f, 1, 2, 2, 3, 3, 0, 0, 1, 0.5f,
-                           0.5f, 0, 1.5f, 1};
+    const float boxes[] = {0, 0, 1, 1, 0.1f, 0,    1.1f, 1, 2,    2,
+                           3, 3, 0, 0, 1,    0.5f, 0.5f, 0, 1.5f, 1};
     const float scores[] = {0.9f, 0.8f, 0.7f, 0.6f, 0.85f};
     expect_nms(boxes, scores, 5, 0.45f, (const int32_t[]){0, 4, 2}, 3, "five boxes, 0.45");
     expect_nms(boxes, scores, 5, 0.5f, (const int32_t[]){0, 4, 2, 3}, 4, "five boxes, 0.5");
@@ -85,10 +85,11 @@ static void expect_dets(const mpx_detection *got, int64_t n, const want_det *wan
         int ok = d->image == w->image && d->cls == w->cls &&
                  fabs(d->score - w->score) <= 16 * U * w->score;
         for (int k = 0; k < 4; k++) ok &= fabs(d->box[k] - w->box[k]) <= 4 * U;
-        CHECK(ok, "%s: detection %d = image %d class %d score %.7g box (%g %g %g %g), want image "
-              "%d class %d score %.7g box (%g %g %g %g)", what, i, d->image, d->cls, d->score,
-              d->box[0], d->box[1], d->box[2], d->box[3], w->image, w->cls, w->score, w->box[0],
-              w->box[1], w->box[2], w->box[3]);
+        CHECK(ok,
+              "%s: detection %d = image %d class %d score %.7g box (%g %g %g %g), want image "
+              "%d class %d score %.7g box (%g %g %g %g)",
+              what, i, d->image, d->cls, d->score, d->box[0], d->box[1], d->box[2], d->box[3],
+              w->image, w->cls, w->score, w->box[0], w->box[1], w->box[2], w->box[3]);
     }
 }
 
@@ -108,7 +109,7 @@ static void expect_dets(const mpx_detection *got, int64_t n, const want_det *wan
 static void check_detect_hand(void) {
     enum { B = 2, P = 4, C = 3 };
     const float pri[P * 4] = {0.25f, 0.25f, 0.5f, 0.5f, 0.3f, 0.25f, 0.5f, 0.5f,
-                              0.75f, 0.75f, 0.5f, 0.5f, 0.5f, 0.5f, 1, 1};
+                              0.75f, 0.75f, 0.5f, 0.5f, 0.5f, 0.5f,  1,    1};
     float conf[B * P * C], loc[B * P * 4] = {0};
     const double bg[3] = {0.99, 0.005, 0.005};
     set_row(conf + 0 * C, (const double[]){0.1, 0.3, 0.6}, C);
@@ -132,8 +133,10 @@ static void check_detect_hand(void) {
                             {11, 2, 0.8, {0.55, 0.5, 1.05, 1}},
                             {11, 1, 0.1, {0.55, 0.5, 1.05, 1}}};
     expect_dets(out, n, all, 5, "hand batch");
-    CHECK(n == 5 && out[0].score == out[1].score, "hand batch: the two .6 scores differ (%.9g, "
-          "%.9g), the class tie rule was not exercised", out[0].score, out[1].score);
+    CHECK(n == 5 && out[0].score == out[1].score,
+          "hand batch: the two .6 scores differ (%.9g, "
+          "%.9g), the class tie rule was not exercised",
+          out[0].score, out[1].score);
 
     /* Threshold 0.25 removes (.2, 1, p3) — now image 0 has only three — and (.1, 1, p2). */
     a.score_threshold = 0.25f;
@@ -165,7 +168,8 @@ static int64_t ref_detect(const mpx_ssd_detect_attr *a, const float *probs, cons
             for (int i = 0; i < p; i++) {
                 if (!(pr[i * c + cls] > a->score_threshold)) continue;
                 int k = n++;
-                while (k > 0 && pr[cand[k - 1] * c + cls] < pr[i * c + cls]) cand[k] = cand[k - 1], k--;
+                while (k > 0 && pr[cand[k - 1] * c + cls] < pr[i * c + cls])
+                    cand[k] = cand[k - 1], k--;
                 cand[k] = i;
             }
             if (a->nms_top_k > 0 && n > a->nms_top_k) n = a->nms_top_k;
@@ -182,12 +186,14 @@ static int64_t ref_detect(const mpx_ssd_detect_attr *a, const float *probs, cons
             int best = k;
             for (int q = k + 1; q < ns; q++) {
                 float sq = pr[surv_p[q] * c + surv_c[q]], sb = pr[surv_p[best] * c + surv_c[best]];
-                if (sq > sb || (sq == sb && (surv_c[q] < surv_c[best] ||
-                                             (surv_c[q] == surv_c[best] && surv_p[q] < surv_p[best]))))
+                if (sq > sb ||
+                    (sq == sb && (surv_c[q] < surv_c[best] ||
+                                  (surv_c[q] == surv_c[best] && surv_p[q] < surv_p[best]))))
                     best = q;
             }
             int tp = surv_p[k], tc = surv_c[k];
-            surv_p[k] = surv_p[best], surv_c[k] = surv_c[best], surv_p[best] = tp, surv_c[best] = tc;
+            surv_p[k] = surv_p[best], surv_c[k] = surv_c[best], surv_p[best] = tp,
+            surv_c[best] = tc;
             mpx_detection *d = &out[total++];
             d->image = first + bi, d->cls = surv_c[k], d->score = pr[surv_p[k] * c + surv_c[k]];
             memcpy(d->box, bx + 4 * surv_p[k], sizeof d->box);
@@ -199,8 +205,8 @@ static int64_t ref_detect(const mpx_ssd_detect_attr *a, const float *probs, cons
 
 static void check_detect_random(int b, int c, float conf_std, int nms_top_k, int top_k,
                                 uint64_t seed) {
-    const mpx_ssd_priors_cfg cfg = {.n_maps = 3, .size = {6, 3, 1}, .ratio3 = {0, 1, 0},
-                                    .s_min = 0.2f, .s_max = 0.9f};
+    const mpx_ssd_priors_cfg cfg = {
+        .n_maps = 3, .size = {6, 3, 1}, .ratio3 = {0, 1, 0}, .s_min = 0.2f, .s_max = 0.9f};
     int64_t p = 0;
     CHECK_OK(mpx_ssd_prior_count(&cfg, &p));
     float *pri = malloc(sizeof(float) * p * 4), *conf = malloc(sizeof(float) * b * p * c);
@@ -234,8 +240,8 @@ static void check_detect_random(int b, int c, float conf_std, int nms_top_k, int
         if (memcmp(&got[i], &want[i], sizeof got[i])) first_bad = i;
     CHECK(n == nw && first_bad < 0,
           "random B %d C %d nms_top_k %d top_k %d: %lld detections vs reference %lld, first "
-          "difference at %lld", b, c, nms_top_k, top_k, (long long)n, (long long)nw,
-          (long long)first_bad);
+          "difference at %lld",
+          b, c, nms_top_k, top_k, (long long)n, (long long)nw, (long long)first_bad);
     CHECK(nw > 0, "random: the reference found nothing (the case must have detections)");
     free(pri), free(conf), free(loc), free(probs), free(boxes), free(lab), free(got), free(want);
 }
@@ -247,7 +253,8 @@ static void expect_input_error(mpx_status s, const char *needle, const char *wha
 }
 
 static void check_errors(void) {
-    float pri[8] = {0.5f, 0.5f, 1, 1, 0.5f, 0.5f, 1, 1}, conf[2 * 2 * 3] = {0}, loc[2 * 2 * 4] = {0};
+    float pri[8] = {0.5f, 0.5f, 1, 1, 0.5f, 0.5f, 1, 1}, conf[2 * 2 * 3] = {0},
+          loc[2 * 2 * 4] = {0};
     mpx_tensor tp = {MPX_F32, MPX_DEV_CPU, 2, {2, 4}, pri};
     mpx_tensor tc = {MPX_F32, MPX_DEV_CPU, 3, {2, 2, 3}, conf};
     mpx_tensor tl = {MPX_F32, MPX_DEV_CPU, 3, {2, 2, 4}, loc};

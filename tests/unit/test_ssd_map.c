@@ -43,26 +43,24 @@
  *   points (0, 0), (1, .5): AP11 = .5, area = .5.
  * Class 0 has nothing: NaN. mAP over the 7 classes with GT. */
 static const mpx_voc_object GT[] = {
-    {0, 1, BOX(0, 0, .5f, .5f), 0},       {0, 1, BOX(.5f, .5f, 1, 1), 0},
-    {1, 1, BOX(.2f, .1f, .7f, .9f), 0},   {0, 2, BOX(0, 0, .5f, .5f), 0},
-    {1, 2, BOX(.2f, .2f, .6f, .6f), 0},   {0, 3, BOX(0, 0, .3f, .3f), 0},
-    {0, 3, BOX(.4f, .4f, .7f, .7f), 0},   {1, 3, BOX(.1f, .1f, .9f, .9f), 0},
-    {0, 4, BOX(0, 0, .5f, .5f), 0},       {0, 4, BOX(.5f, .5f, 1, 1), 1},
-    {0, 5, BOX(0, 0, .4f, .4f), 0},       {0, 5, BOX(.6f, .6f, 1, 1), 0},
-    {2, 6, BOX(0, 0, 1, 1), 0},           {2, 6, BOX(.4f, 0, 1.4f, 1), 0},
+    {0, 1, BOX(0, 0, .5f, .5f), 0},     {0, 1, BOX(.5f, .5f, 1, 1), 0},
+    {1, 1, BOX(.2f, .1f, .7f, .9f), 0}, {0, 2, BOX(0, 0, .5f, .5f), 0},
+    {1, 2, BOX(.2f, .2f, .6f, .6f), 0}, {0, 3, BOX(0, 0, .3f, .3f), 0},
+    {0, 3, BOX(.4f, .4f, .7f, .7f), 0}, {1, 3, BOX(.1f, .1f, .9f, .9f), 0},
+    {0, 4, BOX(0, 0, .5f, .5f), 0},     {0, 4, BOX(.5f, .5f, 1, 1), 1},
+    {0, 5, BOX(0, 0, .4f, .4f), 0},     {0, 5, BOX(.6f, .6f, 1, 1), 0},
+    {2, 6, BOX(0, 0, 1, 1), 0},         {2, 6, BOX(.4f, 0, 1.4f, 1), 0},
     {2, 8, BOX(0, 0, 1, 1), 0},
 };
 
 static const mpx_detection DETS[] = {
     {1, 1, 1.0f, BOX(.2f, .1f, .7f, .9f)}, {0, 1, 1.0f, BOX(0, 0, .5f, .5f)},
-    {0, 1, 1.0f, BOX(.5f, .5f, 1, 1)},
-    {0, 2, .9f, BOX(.6f, .6f, .9f, .9f)},  {0, 2, .8f, BOX(0, 0, .5f, .5f)},
-    {1, 2, .7f, BOX(.2f, .2f, .6f, .6f)},
+    {0, 1, 1.0f, BOX(.5f, .5f, 1, 1)},     {0, 2, .9f, BOX(.6f, .6f, .9f, .9f)},
+    {0, 2, .8f, BOX(0, 0, .5f, .5f)},      {1, 2, .7f, BOX(.2f, .2f, .6f, .6f)},
     {0, 3, .9f, BOX(0, 0, .3f, .3f)},      {1, 3, .8f, BOX(.1f, .1f, .9f, .9f)},
     {1, 4, .95f, BOX(0, 0, .5f, .5f)},     {0, 4, .9f, BOX(.5f, .5f, 1, 1)},
-    {0, 4, .8f, BOX(0, 0, .5f, .5f)},
-    {0, 5, .9f, BOX(0, 0, .4f, .4f)},      {0, 5, .8f, BOX(0, 0, .4f, .4f)},
-    {0, 5, .7f, BOX(.6f, .6f, 1, 1)},
+    {0, 4, .8f, BOX(0, 0, .5f, .5f)},      {0, 5, .9f, BOX(0, 0, .4f, .4f)},
+    {0, 5, .8f, BOX(0, 0, .4f, .4f)},      {0, 5, .7f, BOX(.6f, .6f, 1, 1)},
     {2, 6, .9f, BOX(0, 0, 1, 1)},          {2, 6, .8f, BOX(.15f, 0, 1.15f, 1)},
     {0, 7, .9f, BOX(0, 0, 1, 1)},          {3, 7, .5f, BOX(0, 0, .2f, .2f)},
     {1, 8, .9f, BOX(0, 0, 1, 1)},          {2, 8, .8f, BOX(0, 0, 1, .5f)},
@@ -114,8 +112,8 @@ static void check_cases(void) {
     CHECK_OK(mpx_voc_map(NULL, 0, GT, 1, 2, 0.5f, a11, aA, &s));
     CHECK(isnan(a11[0]) && isnan(aA[0]) && a11[1] == 0 && aA[1] == 0 && s.map_11pt == 0 &&
               s.map_area == 0 && s.classes_with_gt == 1,
-          "no detections: APs %g %g / %g %g, mAP %g over %d classes", a11[0], a11[1], aA[0],
-          aA[1], s.map_11pt, s.classes_with_gt);
+          "no detections: APs %g %g / %g %g, mAP %g over %d classes", a11[0], a11[1], aA[0], aA[1],
+          s.map_11pt, s.classes_with_gt);
 }
 
 static void expect_input_error(mpx_status s, const char *needle, const char *what) {
@@ -134,8 +132,8 @@ static void check_errors(void) {
     d.score = NAN;
     expect_input_error(mpx_voc_map(&d, 1, GT, NG, NC, 0.5f, NULL, NULL, &s), "dets[0]",
                        "NaN score");
-    expect_input_error(mpx_voc_map(DETS, ND, GT, NG, NC, 0.0f, NULL, NULL, &s),
-                       "iou_threshold = 0", "threshold 0");
+    expect_input_error(mpx_voc_map(DETS, ND, GT, NG, NC, 0.0f, NULL, NULL, &s), "iou_threshold = 0",
+                       "threshold 0");
     expect_input_error(mpx_voc_map(DETS, ND, GT, NG, NC, 0.5f, NULL, NULL, NULL), "out NULL",
                        "no output");
 }

@@ -103,8 +103,8 @@ static void check_encode_decode(void) {
 }
 
 /* Runs mpx_ssd_match on n_pri centre-form priors and n_gt GT and compares the result. */
-static void expect_match(const float *pri, int n_pri, const float *gt, const int32_t *lab,
-                         int n_gt, float thr, const int32_t *want, const char *what) {
+static void expect_match(const float *pri, int n_pri, const float *gt, const int32_t *lab, int n_gt,
+                         float thr, const int32_t *want, const char *what) {
     int32_t got[16];
     mpx_tensor tp = {MPX_F32, MPX_DEV_CPU, 2, {n_pri, 4}, (void *)pri};
     mpx_tensor tg = {MPX_F32, MPX_DEV_CPU, 2, {n_gt, 4}, (void *)gt};
@@ -141,8 +141,8 @@ static void check_matching(void) {
      * best free prior T (.444, below the threshold: forced). R takes C by threshold (.556).
      * (Forcing GT by GT in index order, as some ports do, would give Q to C last and leave D
      * with no prior at all.) GT 2 is padding (label -1) and would otherwise take Q (IoU 1). */
-    const float pri2[] = {0.5f, 0.5f, 1, 1, 0.25f, 0.5f, 0.5f, 1, 2.5f, 2.5f, 1, 1,
-                          0.75f, 0.25f, 0.5f, 0.5f};
+    const float pri2[] = {0.5f, 0.5f, 1, 1, 0.25f, 0.5f,  0.5f, 1,
+                          2.5f, 2.5f, 1, 1, 0.75f, 0.25f, 0.5f, 0.5f};
     const float gt2[] = {0.6f, 0, 1, 1, 0, 0, 0.9f, 1, 0, 0, 1, 1};
     const int32_t lab2[] = {2, 5, -1};
     expect_match(pri2, 4, gt2, lab2, 3, 0.5f, (const int32_t[]){1, 1, -1, 0}, "collision");
@@ -185,8 +185,7 @@ static void check_errors(void) {
                        "x1 < x0");
     lab[1] = -1; /* padding rows are not validated */
     CHECK_OK(mpx_ssd_match(&tp, &tg, &tl, 0.5f, &tm));
-    expect_input_error(mpx_ssd_match(&tp, &tg, &tl, 0.0f, &tm), "iou_threshold = 0",
-                       "threshold 0");
+    expect_input_error(mpx_ssd_match(&tp, &tg, &tl, 0.0f, &tm), "iou_threshold = 0", "threshold 0");
     mpx_tensor bad = tm;
     bad.shape[0] = 1;
     expect_input_error(mpx_ssd_match(&tp, &tg, &tl, 0.5f, &bad), "match has shape [1]",

@@ -18,12 +18,12 @@
  *    away from |d| = 1, which the data avoid by 1e-4 >> e_k).
  *  - finite differences: central, h = 1e-5, of one prior's double term (the loss is a sum of
  *    per-prior terms over N and a logit or offset enters its own prior's term only, the
- *    selection being fixed): truncation h^2 |f'''| / 6 ~ 1e-11 (smooth-L1's kink is 1e-4 >> h away),
- *    rounding ~ |term| 1e-16 / h <= 1e-9; we add 2e-9 (1 + w) / N.
- * The reference matches with double IoUs and ranks by double losses while the op uses FP32
- * IoUs and FP32 probabilities; the data are checked to keep every IoU 1e-6 away from the
- * threshold and the mining cut 1e-5 away from the next candidate (or exactly tied), far
- * beyond those rounding differences, so the selections must agree exactly.
+ *    selection being fixed): truncation h^2 |f'''| / 6 ~ 1e-11 (smooth-L1's kink is 1e-4 >> h
+ * away), rounding ~ |term| 1e-16 / h <= 1e-9; we add 2e-9 (1 + w) / N. The reference matches with
+ * double IoUs and ranks by double losses while the op uses FP32 IoUs and FP32 probabilities; the
+ * data are checked to keep every IoU 1e-6 away from the threshold and the mining cut 1e-5 away from
+ * the next candidate (or exactly tied), far beyond those rounding differences, so the selections
+ * must agree exactly.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -121,8 +121,7 @@ static void encode_d(const float *q, const float *box, const mpx_multibox_attr *
 }
 
 /* The FP32 encoding error bounds e_k of the header comment. */
-static void encode_tol(const float *q, const float *box, const mpx_multibox_attr *a,
-                       double *e) {
+static void encode_tol(const float *q, const float *box, const mpx_multibox_attr *a, double *e) {
     double t[4];
     encode_d(q, box, a, t);
     double cx = ((double)box[0] + box[2]) / 2, cy = ((double)box[1] + box[3]) / 2;
@@ -264,8 +263,10 @@ static void run_op(const mpx_multibox_attr *a, const problem *pb, result *o) {
     o->tgt = malloc(sizeof(int32_t) * b * p);
     o->ws = malloc(wsb);
     /* NaN everywhere: every output element must be written. */
-    memset(o->probs, 0xff, sizeof(float) * b * p * c), memset(o->dconf, 0xff, sizeof(float) * b * p * c);
-    memset(o->lt, 0xff, sizeof(float) * b * p * 4), memset(o->dloc, 0xff, sizeof(float) * b * p * 4);
+    memset(o->probs, 0xff, sizeof(float) * b * p * c),
+        memset(o->dconf, 0xff, sizeof(float) * b * p * c);
+    memset(o->lt, 0xff, sizeof(float) * b * p * 4),
+        memset(o->dloc, 0xff, sizeof(float) * b * p * 4);
     memset(o->tgt, 0x7f, sizeof(int32_t) * b * p), memset(o->ws, 0xab, wsb);
     o->loss = NAN;
     mpx_tensor conf = {MPX_F32, MPX_DEV_CPU, 3, {b, p, c}, pb->conf}, probs = conf, dconf = conf;
@@ -278,7 +279,8 @@ static void run_op(const mpx_multibox_attr *a, const problem *pb, result *o) {
     mpx_tensor tgt = {MPX_I32, MPX_DEV_CPU, 2, {b, p}, o->tgt};
     mpx_tensor ws = {MPX_U8, MPX_DEV_CPU, 1, {(int64_t)wsb}, o->ws};
     mpx_tensor loss = {MPX_F32, MPX_DEV_CPU, 1, {1}, &o->loss};
-    CHECK_OK(mpx_multibox_forward_cpu(a, &conf, &loc, &pri, &gt, &lab, &ws, &loss, &probs, &tgt, &lt));
+    CHECK_OK(
+        mpx_multibox_forward_cpu(a, &conf, &loc, &pri, &gt, &lab, &ws, &loss, &probs, &tgt, &lt));
     CHECK_OK(mpx_multibox_backward_cpu(a, &probs, &tgt, &loc, &lt, &dconf, &dloc));
 }
 
@@ -289,7 +291,8 @@ static void free_result(result *o) {
 /* Everything the op produces against the reference; returns the reference positives N. */
 static int64_t check_problem(const mpx_multibox_attr *a, const problem *pb, const char *tag) {
     const int b = pb->b, p = pb->p, c = pb->c, g = pb->g;
-    reference r = {.tgt = malloc(sizeof(int32_t) * b * p), .match = malloc(sizeof(int) * b * p),
+    reference r = {.tgt = malloc(sizeof(int32_t) * b * p),
+                   .match = malloc(sizeof(int) * b * p),
                    .lt = malloc(sizeof(double) * b * p * 4)};
     ref_forward(a, pb, &r);
     CHECK(r.min_thr_gap > 1e-6, "%s: data sanity: an IoU lies %.3g from the threshold", tag,
@@ -329,7 +332,8 @@ static int64_t check_problem(const mpx_multibox_attr *a, const problem *pb, cons
                 if (t < 0 || n == 0) {
                     e = dc == 0 ? 0 : INFINITY;
                 } else {
-                    double fd = (ce_moved(xd, c, t, j, h) - ce_moved(xd, c, t, j, -h)) / (2 * h) / n;
+                    double fd =
+                        (ce_moved(xd, c, t, j, h) - ce_moved(xd, c, t, j, -h)) / (2 * h) / n;
                     double tol = (tolp + 2 * U * fabs(pr - (t == j))) / n + 2e-9 * (1 + w) / n;
                     e = fabs(dc - fd) / tol;
                 }
@@ -350,8 +354,10 @@ static int64_t check_problem(const mpx_multibox_attr *a, const problem *pb, cons
                     ltol += w * et[k];
                     n_quad += fabs(d) < 1, n_lin += fabs(d) >= 1;
                     near_kink += fabs(fabs(d) - 1) < 1e-4;
-                    double fd = w * (sl1_moved(l, lt, k, h) - sl1_moved(l, lt, k, -h)) / (2 * h) / n;
-                    double tol = w * (et[k] + U * fabs(d)) / n + 2 * U * fabs(fd) + 2e-9 * (1 + w) / n;
+                    double fd =
+                        w * (sl1_moved(l, lt, k, h) - sl1_moved(l, lt, k, -h)) / (2 * h) / n;
+                    double tol =
+                        w * (et[k] + U * fabs(d)) / n + 2 * U * fabs(fd) + 2e-9 * (1 + w) / n;
                     e = fabs(dl - fd) / tol;
                 }
                 if (!(e <= wdl)) wdl = e;
@@ -367,8 +373,9 @@ static int64_t check_problem(const mpx_multibox_attr *a, const problem *pb, cons
     CHECK(wdl <= 1, "%s: dloc vs finite differences %.3g x tolerance", tag, wdl);
     CHECK(near_kink == 0, "%s: data sanity: %d offsets within 1e-4 of the smooth-L1 kink", tag,
           near_kink);
-    if (r.n) CHECK(n_quad > 0 && n_lin > 0, "%s: smooth-L1 branches: %d quadratic, %d linear",
-                   tag, n_quad, n_lin);
+    if (r.n)
+        CHECK(n_quad > 0 && n_lin > 0, "%s: smooth-L1 branches: %d quadratic, %d linear", tag,
+              n_quad, n_lin);
     free(xd), free(r.tgt), free(r.match), free(r.lt);
     free_result(&o);
     return r.n;
@@ -376,8 +383,8 @@ static int64_t check_problem(const mpx_multibox_attr *a, const problem *pb, cons
 
 /* ---- cases ---- */
 
-static const mpx_ssd_priors_cfg SMALL = {.n_maps = 3, .size = {4, 2, 1}, .ratio3 = {0, 1, 0},
-                                         .s_min = 0.2f, .s_max = 0.9f};
+static const mpx_ssd_priors_cfg SMALL = {
+    .n_maps = 3, .size = {4, 2, 1}, .ratio3 = {0, 1, 0}, .s_min = 0.2f, .s_max = 0.9f};
 
 static void check_random(void) {
     mpx_multibox_attr a = mpx_multibox_defaults();
@@ -449,8 +456,11 @@ static void check_no_objects(void) {
 /* SSD300's 8732 priors, 21 classes, 4 images: the OpenMP path; and the same bits with 1 and 2
  * threads. */
 static void check_ssd300(void) {
-    const mpx_ssd_priors_cfg cfg = {.n_maps = 6, .size = {38, 19, 10, 5, 3, 1},
-                                    .ratio3 = {0, 1, 1, 1, 0, 0}, .s_min = 0.2f, .s_max = 0.9f};
+    const mpx_ssd_priors_cfg cfg = {.n_maps = 6,
+                                    .size = {38, 19, 10, 5, 3, 1},
+                                    .ratio3 = {0, 1, 1, 1, 0, 0},
+                                    .s_min = 0.2f,
+                                    .s_max = 0.9f};
     mpx_multibox_attr a = mpx_multibox_defaults();
     const int n_obj[4] = {6, 3, 1, 0};
     problem pb = make_problem(&cfg, 4, 21, 6, n_obj, 2.0f, 14);
@@ -464,8 +474,7 @@ static void check_ssd300(void) {
     const size_t bpc = sizeof(float) * 4 * pb.p * 21, bp4 = sizeof(float) * 4 * pb.p * 4;
     CHECK(!memcmp(&r1.loss, &r2.loss, sizeof r1.loss) && !memcmp(r1.probs, r2.probs, bpc) &&
               !memcmp(r1.dconf, r2.dconf, bpc) && !memcmp(r1.dloc, r2.dloc, bp4) &&
-              !memcmp(r1.lt, r2.lt, bp4) &&
-              !memcmp(r1.tgt, r2.tgt, sizeof(int32_t) * 4 * pb.p),
+              !memcmp(r1.lt, r2.lt, bp4) && !memcmp(r1.tgt, r2.tgt, sizeof(int32_t) * 4 * pb.p),
           "SSD300: 1 and 2 threads differ (loss %.9g vs %.9g)", r1.loss, r2.loss);
     free_result(&r1), free_result(&r2);
     free_problem(&pb);
@@ -502,45 +511,45 @@ static void check_errors(void) {
 
     mpx_tensor t = ws;
     t.shape[0] = (int64_t)wsb - 1;
-    expect_input_error(mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &lab, &t, &tl, &tp,
-                                                &tt, &tlt),
-                       "workspace has", "short workspace");
+    expect_input_error(
+        mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &lab, &t, &tl, &tp, &tt, &tlt),
+        "workspace has", "short workspace");
     t = ws;
     t.data = (char *)wsd + 4;
-    expect_input_error(mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &lab, &t, &tl, &tp,
-                                                &tt, &tlt),
-                       "aligned to 8", "misaligned workspace");
+    expect_input_error(
+        mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &lab, &t, &tl, &tp, &tt, &tlt),
+        "aligned to 8", "misaligned workspace");
     int32_t save = pb.lab[3];
     pb.lab[3] = 3; /* C = 3: classes 1..2 */
-    expect_input_error(mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &lab, &ws, &tl, &tp,
-                                                &tt, &tlt),
-                       "gt_labels[1,1] = 3", "label == C");
+    expect_input_error(
+        mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &lab, &ws, &tl, &tp, &tt, &tlt),
+        "gt_labels[1,1] = 3", "label == C");
     pb.lab[3] = 0;
-    expect_input_error(mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &lab, &ws, &tl, &tp,
-                                                &tt, &tlt),
-                       "gt_labels[1,1] = 0", "label 0 (background)");
+    expect_input_error(
+        mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &lab, &ws, &tl, &tp, &tt, &tlt),
+        "gt_labels[1,1] = 0", "label 0 (background)");
     pb.lab[3] = save;
     float x0 = pb.gt[0];
     pb.gt[0] = pb.gt[2];
-    expect_input_error(mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &lab, &ws, &tl, &tp,
-                                                &tt, &tlt),
-                       "gt_boxes[0,0]", "empty box");
+    expect_input_error(
+        mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &lab, &ws, &tl, &tp, &tt, &tlt),
+        "gt_boxes[0,0]", "empty box");
     pb.gt[0] = x0;
     t = pri;
     t.shape[0] = p - 1;
-    expect_input_error(mpx_multibox_forward_cpu(&a, &conf, &loc, &t, &gt, &lab, &ws, &tl, &tp,
-                                                &tt, &tlt),
-                       "priors has shape", "priors of another P");
+    expect_input_error(
+        mpx_multibox_forward_cpu(&a, &conf, &loc, &t, &gt, &lab, &ws, &tl, &tp, &tt, &tlt),
+        "priors has shape", "priors of another P");
     t = lab;
     t.shape[1] = 1;
-    expect_input_error(mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &t, &ws, &tl, &tp,
-                                                &tt, &tlt),
-                       "gt_labels has shape [2,1]", "labels of another G");
+    expect_input_error(
+        mpx_multibox_forward_cpu(&a, &conf, &loc, &pri, &gt, &t, &ws, &tl, &tp, &tt, &tlt),
+        "gt_labels has shape [2,1]", "labels of another G");
     mpx_multibox_attr bad = a;
     bad.neg_per_pos = -1;
-    expect_input_error(mpx_multibox_forward_cpu(&bad, &conf, &loc, &pri, &gt, &lab, &ws, &tl, &tp,
-                                                &tt, &tlt),
-                       "neg_per_pos = -1", "negative ratio");
+    expect_input_error(
+        mpx_multibox_forward_cpu(&bad, &conf, &loc, &pri, &gt, &lab, &ws, &tl, &tp, &tt, &tlt),
+        "neg_per_pos = -1", "negative ratio");
 
     CHECK_OK(mpx_multibox_backward_cpu(&a, &tp, &tt, &loc, &tlt, &tdc, &tdl));
     tgt[p + 5] = 3;

@@ -48,8 +48,8 @@ static void check_priors(const mpx_ssd_priors_cfg *cfg, const box *want, int n, 
  * [0.038, 0.462]) and so does 0.9 x 0.9 at 0.5; the larger map-1 sides become 1 (centred at
  * 0.5, clipping both sides keeps the centre): 1.2 -> 1, 1.272792 -> 1, 1.558846 -> 1. */
 static void check_hand_config(void) {
-    mpx_ssd_priors_cfg cfg = {.n_maps = 2, .size = {2, 1}, .ratio3 = {0, 1}, .s_min = 0.2f,
-                              .s_max = 0.9f, .clip = 0};
+    mpx_ssd_priors_cfg cfg = {
+        .n_maps = 2, .size = {2, 1}, .ratio3 = {0, 1}, .s_min = 0.2f, .s_max = 0.9f, .clip = 0};
     const double r2 = sqrt(2.0), r3 = sqrt(3.0), e0 = sqrt(0.18);
     box want[22], clipped[22];
     int n = 0;
@@ -84,16 +84,19 @@ static void check_hand_config(void) {
     CHECK_OK(mpx_ssd_priors(&one, &t));
     CHECK(fabs(out[0] - 0.325) <= 3 * U && fabs(out[2] - 0.65) <= 3 * U &&
               fabs(out[4 + 0] - 0.325) <= 3 * U && fabs(out[4 + 2] - 0.65) <= 3 * U,
-          "one-sided clip: (%.9g, %.9g) and extra (%.9g, %.9g), want (0.325, 0.65)", out[0],
-          out[2], out[4], out[6]);
+          "one-sided clip: (%.9g, %.9g) and extra (%.9g, %.9g), want (0.325, 0.65)", out[0], out[2],
+          out[4], out[6]);
 }
 
 /* SSD300: maps 38, 19, 10, 5, 3, 1 with 4, 6, 6, 6, 4, 4 boxes per cell:
  * 38^2*4 + 19^2*6 + 10^2*6 + 5^2*6 + 3^2*4 + 1*4 = 5776 + 2166 + 600 + 150 + 36 + 4 = 8732.
  * The last map's scale is s_max; its first box is 0.9 x 0.9 at (0.5, 0.5). */
 static void check_ssd300(void) {
-    mpx_ssd_priors_cfg cfg = {.n_maps = 6, .size = {38, 19, 10, 5, 3, 1},
-                              .ratio3 = {0, 1, 1, 1, 0, 0}, .s_min = 0.2f, .s_max = 0.9f};
+    mpx_ssd_priors_cfg cfg = {.n_maps = 6,
+                              .size = {38, 19, 10, 5, 3, 1},
+                              .ratio3 = {0, 1, 1, 1, 0, 0},
+                              .s_min = 0.2f,
+                              .s_max = 0.9f};
     int64_t count = 0;
     CHECK_OK(mpx_ssd_prior_count(&cfg, &count));
     CHECK(count == 8732, "SSD300 prior count %lld, want 8732", (long long)count);
@@ -106,8 +109,7 @@ static void check_ssd300(void) {
     /* Map 1 (19x19, scale 0.2 + 0.14 = 0.34) starts at 5776: cell (0, 0) centre 0.5 / 19. */
     const float *m1 = out + 4 * 5776;
     CHECK(fabs(m1[0] - 0.5 / 19) <= 3 * U * (0.5 / 19) && fabs(m1[2] - 0.34) <= 3 * U * 0.34,
-          "SSD300 map 1 first box (%g, %g, %g), want (%g, ., 0.34)", m1[0], m1[1], m1[2],
-          0.5 / 19);
+          "SSD300 map 1 first box (%g, %g, %g), want (%g, ., 0.34)", m1[0], m1[1], m1[2], 0.5 / 19);
     /* Its second row starts 19 cells later: centre y 1.5 / 19. */
     CHECK(fabs(m1[4 * 6 * 19 + 1] - 1.5 / 19) <= 3 * U * (1.5 / 19), "SSD300 map 1 row 1 cy %g",
           m1[4 * 6 * 19 + 1]);
