@@ -1,6 +1,6 @@
 /* det_voc.c — loading one split of a Pascal VOC-layout source into memory.
  *
- * 1. Collect the files that matter, from a directory tree (up to 4 levels) or a tar.gz stream
+ * 1. Collect the files that matter, from a directory tree (up to 6 levels) or a tar.gz stream
  *    (data/tar_gz.c): <root>/{Annotations,annotations}/ *.xml, <root>/{JPEGImages,images}/ *.jpg,
  *    <root>/{train,test}_labels.csv and <root>/ImageSets/Main/{trainval,train,test,val}.txt.
  *    The dataset root is the one folder holding annotations. Annotations, CSVs and split lists
@@ -24,7 +24,7 @@
 #include "data/tar_gz.h"
 #include "mpx/runtime.h"
 
-enum { MAX_TEXT_FILE = 16 << 20, MAX_JPEG = 64 << 20, MAX_WALK_DEPTH = 4 };
+enum { MAX_TEXT_FILE = 16 << 20, MAX_JPEG = 64 << 20, MAX_WALK_DEPTH = 6 };
 
 static const char *const set_names[4] = {"trainval.txt", "train.txt", "test.txt", "val.txt"};
 

@@ -42,7 +42,7 @@ typedef struct {
     const mpx_voc_object *objects;
 } mpx_voc_image;
 
-/* Read the files that matter from a directory (up to 4 levels deep) or an archive (checked
+/* Read the files that matter from a directory (up to 6 levels deep) or an archive (checked
  * against a SHA256SUMS beside it; *checksummed = 1 when listed there). */
 mpx_status mpx_voc_collect(const char *source, mpx_voc_files *f, int *checksummed);
 void mpx_voc_files_free(mpx_voc_files *f);

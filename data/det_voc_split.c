@@ -102,7 +102,7 @@ static mpx_status csv_file(const char *source, const mpx_voc_tree *t, const mpx_
         if (v[0] != an->width || v[1] != an->height || k < 0) {
             st = mpx_fail(MPX_ERR_INPUT,
                           "'%s' row %d (%s %gx%g, %s %g %g %g %g) matches no object of annotation "
-                          "'%s.xml' (%dx%d, %d objects): the CSV and the XML disagree",
+                          "'%s' (%dx%d, %d objects): the CSV and the XML disagree",
                           where, row, f[0], v[0], v[1], f[3], v[2], v[3], v[4], v[5],
                           t->xml[a]->name, an->width, an->height, an->n_objects);
             break;
