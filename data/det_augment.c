@@ -4,8 +4,9 @@
  *
  * The draw is a pure function of (seed, epoch, example, the example's boxes): stream
  * MPX_RNG_AUGMENT from counter (epoch << 40) | (example << 12), so each example owns 4096
- * counters per epoch (a draw uses at most 9 + 4 + 1 + 50 * 4 + 1); epochs < 2^24, examples
- * < 2^28. Only enabled steps draw, in the order photometric, expand, crop, flip.
+ * counters per epoch (a draw uses at most 9 + 4 + 12 * (1 + 50 * 4) + 1 = 2426, plus the
+ * rare rejections of mpx_rng_below); epochs < 2^24, examples < 2^28. Only enabled steps draw,
+ * in the order photometric, expand, crop, flip.
  *
  * All geometry is integer in the source's pixel-edge coordinates (the canvas size, the
  * source's offset on it, the crop rectangle), so boxes move exactly: a box edge x (in source
@@ -18,7 +19,7 @@
 #include "data/det_augment.h"
 #include "mpx/rng.h"
 
-enum { CROP_TRIALS = 50 };
+enum { CROP_TRIALS = 50, MODE_DRAWS = 12 };
 static const float crop_min_iou[7] = {-1, 0.1f, 0.3f, 0.5f, 0.7f, 0.9f, 0}; /* -1 none, 0 any */
 
 void mpx_det_aug_scratch_free(mpx_det_aug_scratch *s) {
@@ -107,16 +108,20 @@ void mpx_det_augment_draw_unchecked(const mpx_det_loader_config *cfg, int S,
         a->top = (int)mpx_rng_below(&r, (uint32_t)(a->canvas_h - S + 1));
     }
     if (cfg->crop) {
-        float min_iou = crop_min_iou[mpx_rng_below(&r, 7)];
-        if (min_iou >= 0) {
-            double bx[MPX_DET_MAX_BOXES][4];
-            for (int k = 0; k < count; k++) {
-                bx[k][0] = (double)boxes[k].xmin * S + a->left;
-                bx[k][1] = (double)boxes[k].ymin * S + a->top;
-                bx[k][2] = (double)boxes[k].xmax * S + a->left;
-                bx[k][3] = (double)boxes[k].ymax * S + a->top;
-            }
-            try_crop(&r, a->canvas_w, a->canvas_h, min_iou, (const double(*)[4])bx, count, a);
+        /* As ssd.pytorch: draw a mode; "none" keeps the canvas, a mode whose trials all fail
+         * is replaced by a new draw (at most MODE_DRAWS, then no crop). */
+        double bx[MPX_DET_MAX_BOXES][4];
+        for (int k = 0; k < count; k++) {
+            bx[k][0] = (double)boxes[k].xmin * S + a->left;
+            bx[k][1] = (double)boxes[k].ymin * S + a->top;
+            bx[k][2] = (double)boxes[k].xmax * S + a->left;
+            bx[k][3] = (double)boxes[k].ymax * S + a->top;
+        }
+        for (int d = 0; d < MODE_DRAWS; d++) {
+            float min_iou = crop_min_iou[mpx_rng_below(&r, 7)];
+            if (min_iou < 0 ||
+                try_crop(&r, a->canvas_w, a->canvas_h, min_iou, (const double(*)[4])bx, count, a))
+                break;
         }
     }
     if (cfg->flip) a->flip = coin(&r);

@@ -197,7 +197,8 @@ typedef struct {
     int photometric;  /* brightness, contrast, saturation, hue jitter (each p = 1/2) */
     int expand;       /* p = 1/2: zoom out onto a mean-coloured canvas, ratio [1, expand_max] */
     float expand_max; /* 4 in SSD */
-    int crop;         /* SSD's crop: min IoU in {0.1, 0.3, 0.5, 0.7, 0.9}, any, or none */
+    int crop;         /* SSD's crop: min IoU in {0.1, 0.3, 0.5, 0.7, 0.9}, any, or none
+                         (a mode whose 50 trials fail is redrawn, up to 12 times) */
     int flip;         /* horizontal, p = 1/2 */
     /* x = (pixel/255 - mean[ch]) / std[ch]; the expand canvas is round(255 mean) */
     float mean[3], std[3];
