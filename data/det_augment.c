@@ -12,11 +12,12 @@
  * source's offset on it, the crop rectangle), so boxes move exactly: a box edge x (in source
  * pixels) lands at (x + left - crop_x) / crop_w in the output, mirrored when flipped.
  */
+#include "data/det_augment.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/det_augment.h"
 #include "mpx/rng.h"
 
 enum { CROP_TRIALS = 50, MODE_DRAWS = 12 };
@@ -67,7 +68,8 @@ static int try_crop(mpx_rng *r, int W, int H, float min_iou, const double (*bx)[
         double best = 0;
         int centred = 0;
         for (int k = 0; k < count; k++) {
-            mpx_det_box b = {(float)bx[k][0], (float)bx[k][1], (float)bx[k][2], (float)bx[k][3], 0, 0};
+            mpx_det_box b = {
+                (float)bx[k][0], (float)bx[k][1], (float)bx[k][2], (float)bx[k][3], 0, 0};
             double iou = mpx_det_iou(&crop, &b);
             best = iou > best ? iou : best;
             double mx = 0.5 * (bx[k][0] + bx[k][2]), my = 0.5 * (bx[k][1] + bx[k][3]);
@@ -128,8 +130,8 @@ void mpx_det_augment_draw_unchecked(const mpx_det_loader_config *cfg, int S,
 }
 
 mpx_status mpx_det_augment_draw(const mpx_det_loader_config *cfg, int src_size,
-                                const mpx_det_box *boxes, int count, int64_t epoch,
-                                int64_t example, mpx_det_augment *out) {
+                                const mpx_det_box *boxes, int count, int64_t epoch, int64_t example,
+                                mpx_det_augment *out) {
     int out_size;
     memset(out, 0, sizeof *out);
     MPX_TRY(mpx_det_augment_check_config(cfg, src_size, &out_size));
@@ -173,7 +175,8 @@ static void photometric(const mpx_det_augment *a, const uint8_t *src, size_t pix
             v[1] = y - 0.272 * i2 - 0.647 * q2;
             v[2] = y - 1.106 * i2 + 1.703 * q2;
         }
-        for (int ch = 0; ch < 3; ch++) dst[3 * p + ch] = to_byte(a->contrast_last ? v[ch] * a->contrast : v[ch]);
+        for (int ch = 0; ch < 3; ch++)
+            dst[3 * p + ch] = to_byte(a->contrast_last ? v[ch] * a->contrast : v[ch]);
     }
 }
 

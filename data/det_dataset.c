@@ -33,7 +33,8 @@ mpx_status mpx_det_dataset_alloc(mpx_det_dataset *ds, int64_t n, int size, int n
                                  const char *const *class_names) {
     memset(ds, 0, sizeof *ds);
     if (n < 0 || size <= 0 || size > 16384 || num_classes <= 0)
-        return mpx_fail(MPX_ERR_INPUT, "detection dataset of %lld images %dx%d, %d classes: bad size",
+        return mpx_fail(MPX_ERR_INPUT,
+                        "detection dataset of %lld images %dx%d, %d classes: bad size",
                         (long long)n, size, size, num_classes);
     ds->images = mpx_calloc((size_t)n ? (size_t)n : 1, (size_t)size * size * 3);
     ds->counts = mpx_calloc((size_t)n ? (size_t)n : 1, sizeof *ds->counts);
@@ -59,8 +60,9 @@ mpx_status mpx_det_dataset_alloc(mpx_det_dataset *ds, int64_t n, int size, int n
 mpx_status mpx_det_dataset_validate(const mpx_det_dataset *ds, const char *what) {
     if (ds->n < 0 || ds->size <= 0 || ds->num_classes <= 0 ||
         (ds->n > 0 && (!ds->images || !ds->counts || !ds->boxes)))
-        return mpx_fail(MPX_ERR_INPUT, "detection dataset %s: bad shape [%lld,%d,%d,3] / %d classes",
-                        what, (long long)ds->n, ds->size, ds->size, ds->num_classes);
+        return mpx_fail(MPX_ERR_INPUT,
+                        "detection dataset %s: bad shape [%lld,%d,%d,3] / %d classes", what,
+                        (long long)ds->n, ds->size, ds->size, ds->num_classes);
     for (int64_t i = 0; i < ds->n; i++) {
         if (ds->counts[i] < 0 || ds->counts[i] > MPX_DET_MAX_BOXES)
             return mpx_fail(MPX_ERR_INPUT, "detection dataset %s: image %lld has %d boxes (0..%d)",
@@ -73,8 +75,8 @@ mpx_status mpx_det_dataset_validate(const mpx_det_dataset *ds, const char *what)
                 return mpx_fail(MPX_ERR_INPUT,
                                 "detection dataset %s: image %lld box %d (%g %g %g %g, label %d) "
                                 "is not a box in [0,1] with a label in [0, %d)",
-                                what, (long long)i, k, b->xmin, b->ymin, b->xmax, b->ymax,
-                                b->label, ds->num_classes);
+                                what, (long long)i, k, b->xmin, b->ymin, b->xmax, b->ymax, b->label,
+                                ds->num_classes);
         }
     }
     return MPX_OK;

@@ -33,7 +33,7 @@ typedef struct {
     char msg[1024];
 } slot;
 
-typedef struct { /* per OpenMP thread of the worker */
+typedef struct {    /* per OpenMP thread of the worker */
     uint8_t *image; /* a rendered scene [S, S, 3] */
     mpx_scene_scratch scene;
     mpx_det_aug_scratch aug;
@@ -213,8 +213,8 @@ static mpx_status create(const mpx_det_dataset *ds, const mpx_scenes *scenes,
     MPX_TRY(mpx_det_augment_check_config(cfg, src, &N));
     if (ds) MPX_TRY(mpx_det_dataset_validate(ds, "given to the detection loader"));
     if (n < 1 || n >= ((int64_t)1 << 28))
-        return mpx_fail(MPX_ERR_INPUT,
-                        "detection loader: %lld examples (1 .. 2^28 - 1 supported)", (long long)n);
+        return mpx_fail(MPX_ERR_INPUT, "detection loader: %lld examples (1 .. 2^28 - 1 supported)",
+                        (long long)n);
     int64_t B = cfg->batch_size;
     int64_t bpe = cfg->drop_last ? n / B : (n + B - 1) / B;
     if (bpe == 0)
@@ -244,7 +244,8 @@ static mpx_status create(const mpx_det_dataset *ds, const mpx_scenes *scenes,
     L->scr = calloc((size_t)cfg->threads, sizeof *L->scr);
     int ok = L->slots && L->scr;
     if (ok && cfg->shuffle) ok = (L->perm = malloc((size_t)n * sizeof *L->perm)) != NULL;
-    for (int i = 0; ok && i < L->nslots; i++) ok = alloc_slot(&L->slots[i], (int)B, (size_t)N * N * 3);
+    for (int i = 0; ok && i < L->nslots; i++)
+        ok = alloc_slot(&L->slots[i], (int)B, (size_t)N * N * 3);
     for (int t = 0; ok && scenes && t < cfg->threads; t++)
         ok = (L->scr[t].image = malloc((size_t)src * src * 3)) != NULL;
     pthread_mutex_init(&L->mu, NULL);

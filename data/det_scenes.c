@@ -21,12 +21,13 @@
  *   3. Each object is resampled to w x h (antialiased bilinear, data/resample.c) and pasted;
  *      its box is the pasted rectangle clipped to the scene, in normalised coordinates.
  */
+#include "data/det_scenes.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/det_scenes.h"
 #include "mpx/rng.h"
 
 #define SCENE_STREAM (((uint64_t)0x5CE7E << 32) | MPX_RNG_TEST)
@@ -59,8 +60,7 @@ mpx_status mpx_scenes_create(const mpx_dataset *objects, const mpx_scene_config 
     *out = NULL;
     if (c->size < 8 || c->size > 4096)
         return mpx_fail(MPX_ERR_INPUT, "scenes: size %d (8..4096)", c->size);
-    if (c->min_objects < 0 || c->max_objects < c->min_objects ||
-        c->max_objects > MPX_DET_MAX_BOXES)
+    if (c->min_objects < 0 || c->max_objects < c->min_objects || c->max_objects > MPX_DET_MAX_BOXES)
         return mpx_fail(MPX_ERR_INPUT, "scenes: %d..%d objects per scene (0 <= min <= max <= %d)",
                         c->min_objects, c->max_objects, MPX_DET_MAX_BOXES);
     if (!(c->scale_min > 0) || !(c->scale_max >= c->scale_min) || !(c->scale_max <= 1) ||
@@ -166,7 +166,8 @@ static void blobs(mpx_rng *r, int S, uint8_t *img) {
             tx = tx * tx * (3 - 2 * tx);
             uint8_t *p = img + ((size_t)y * S + x) * 3;
             for (int ch = 0; ch < 3; ch++) {
-                double top = lattice[iy][ix][ch] + (lattice[iy][ix + 1][ch] - lattice[iy][ix][ch]) * tx;
+                double top =
+                    lattice[iy][ix][ch] + (lattice[iy][ix + 1][ch] - lattice[iy][ix][ch]) * tx;
                 double bot = lattice[iy + 1][ix][ch] +
                              (lattice[iy + 1][ix + 1][ch] - lattice[iy + 1][ix][ch]) * tx;
                 p[ch] = to_byte((float)(top + (bot - top) * ty));
@@ -180,13 +181,15 @@ static mpx_status magnified_crop(const mpx_scenes *s, mpx_rng *r, uint8_t *img,
                                  mpx_scene_scratch *scr) {
     const mpx_dataset *pool = s->pool;
     int S = s->cfg.size, c = pool->c;
-    int64_t src = (int64_t)mpx_rng_below(r, (uint32_t)(pool->n < UINT32_MAX ? pool->n : UINT32_MAX));
+    int64_t src =
+        (int64_t)mpx_rng_below(r, (uint32_t)(pool->n < UINT32_MAX ? pool->n : UINT32_MAX));
     double side = fmin(pool->h, pool->w) * (0.25 + 0.5 * mpx_rng_uniform(r));
     double x0 = (pool->w - side) * mpx_rng_uniform(r), y0 = (pool->h - side) * mpx_rng_uniform(r);
     MPX_TRY(mpx_resample_box(mpx_dataset_image(pool, src), pool->h, pool->w, c, x0, y0, side, side,
                              scr->patch, S, S, 0, &scr->rs));
     for (size_t p = 0; p < (size_t)S * S; p++)
-        for (int ch = 0; ch < 3; ch++) img[p * 3 + ch] = to_byte(scr->patch[p * c + (c == 3 ? ch : 0)]);
+        for (int ch = 0; ch < 3; ch++)
+            img[p * 3 + ch] = to_byte(scr->patch[p * c + (c == 3 ? ch : 0)]);
     return MPX_OK;
 }
 
@@ -307,7 +310,7 @@ static mpx_status place_objects(const mpx_scenes *s, mpx_rng *r, uint8_t *img, m
             visible[n] = (int64_t)(q.x1 - q.x0) * (q.y1 - q.y0);
             int32_t label = pool->labels[plan[j].src];
             boxes[n] = (mpx_det_box){(float)q.x0 / S, (float)q.y0 / S, (float)q.x1 / S,
-                                     (float)q.y1 / S, label, 0};
+                                     (float)q.y1 / S, label,           0};
             if (layout) layout->objects[n] = (mpx_scene_object){plan[j].src, label, x, y, w, h};
             n++;
             break;
@@ -344,8 +347,8 @@ mpx_status mpx_scenes_render_with(const mpx_scenes *s, int64_t index, uint8_t *i
     return place_objects(s, &r, image, boxes, count, layout, scr);
 }
 
-mpx_status mpx_scenes_render(const mpx_scenes *s, int64_t index, uint8_t *image,
-                             mpx_det_box *boxes, int *count, mpx_scene_layout *layout) {
+mpx_status mpx_scenes_render(const mpx_scenes *s, int64_t index, uint8_t *image, mpx_det_box *boxes,
+                             int *count, mpx_scene_layout *layout) {
     mpx_scene_scratch scr = {0};
     mpx_status st = mpx_scenes_render_with(s, index, image, boxes, count, layout, &scr);
     mpx_scene_scratch_free(&scr);
@@ -377,8 +380,9 @@ mpx_status mpx_scenes_render_dataset(const mpx_scenes *s, mpx_det_dataset *out) 
             char id[32];
             snprintf(id, sizeof id, "scene-%lld", (long long)i);
             int count = 0;
-            mpx_status e = (out->ids[i] = strdup(id)) ? MPX_OK
-                           : mpx_fail(MPX_ERR_NOMEM, "out of memory for scene ids");
+            mpx_status e = (out->ids[i] = strdup(id))
+                               ? MPX_OK
+                               : mpx_fail(MPX_ERR_NOMEM, "out of memory for scene ids");
             if (e == MPX_OK)
                 e = mpx_scenes_render_with(s, i, out->images + (size_t)i * c->size * c->size * 3,
                                            out->boxes + i * MPX_DET_MAX_BOXES, &count, NULL, &scr);

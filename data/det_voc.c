@@ -9,6 +9,8 @@
  * 3. Choose the split's images (see split_* below), then decode and resize them in parallel,
  *    each into its own slot, so the result does not depend on the thread count.
  */
+#include "data/det_voc.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -16,7 +18,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "data/det_voc.h"
 #include "data/fsutil.h"
 #include "data/jpeg_io.h"
 #include "data/resample.h"
@@ -53,7 +54,7 @@ static int classify(const char *rel, mpx_voc_kind *kind, mpx_voc_layout *layout,
     if (!b[0] || b[0] == '.') return 0; /* hidden files (macOS "._x.xml" resource forks) */
     *base = b;
     if (strcmp(b, "train_labels.csv") == 0 || strcmp(b, "test_labels.csv") == 0) {
-        *kind = b[1] == 'r' ? MPX_VOC_CSV_TRAIN : MPX_VOC_CSV_TEST;
+        *kind = strcmp(b, "train_labels.csv") == 0 ? MPX_VOC_CSV_TRAIN : MPX_VOC_CSV_TEST;
         *layout = MPX_VOC_LAYOUT_RACCOON;
         *root_len = dir_end;
         return 1;
@@ -129,8 +130,9 @@ static mpx_status collect_archive(const char *archive, mpx_voc_files *f) {
         if (te.type != '0' || !classify(te.name, &kind, &layout, &root_len, &base)) continue;
         int64_t limit = kind == MPX_VOC_JPEG ? MAX_JPEG : MAX_TEXT_FILE;
         if (te.size <= 0 || te.size > limit) {
-            st = mpx_fail(MPX_ERR_INPUT, "archive '%s': entry '%s' has %lld bytes (1..%lld allowed)",
-                          archive, te.name, (long long)te.size, (long long)limit);
+            st =
+                mpx_fail(MPX_ERR_INPUT, "archive '%s': entry '%s' has %lld bytes (1..%lld allowed)",
+                         archive, te.name, (long long)te.size, (long long)limit);
             break;
         }
         mpx_voc_entry *e;
@@ -202,6 +204,7 @@ mpx_status mpx_voc_collect(const char *source, mpx_voc_files *f, int *checksumme
         st = walk(source, "", 0, f);
     } else if (mpx_fs_file_size(source) >= 0) {
         char hex[65];
+        f->archive = 1;
         st = mpx_sha256_check_beside(source, hex, checksummed);
         if (st == MPX_OK) st = collect_archive(source, f);
     } else {
@@ -230,12 +233,13 @@ mpx_status mpx_voc_select_root(const char *source, mpx_voc_files *f, mpx_voc_tre
         if (!first) {
             first = e;
         } else if (strcmp(e->root, first->root) != 0 || e->layout != first->layout) {
-            return mpx_fail(MPX_ERR_INPUT,
-                            "VOC source '%s' holds annotations in more than one folder ('%s/%s' and "
-                            "'%s/%s'): point it at one dataset",
-                            source, first->root, first->layout == MPX_VOC_LAYOUT_VOC ?
-                            "Annotations" : "annotations", e->root,
-                            e->layout == MPX_VOC_LAYOUT_VOC ? "Annotations" : "annotations");
+            return mpx_fail(
+                MPX_ERR_INPUT,
+                "VOC source '%s' holds annotations in more than one folder ('%s/%s' and "
+                "'%s/%s'): point it at one dataset",
+                source, first->root,
+                first->layout == MPX_VOC_LAYOUT_VOC ? "Annotations" : "annotations", e->root,
+                e->layout == MPX_VOC_LAYOUT_VOC ? "Annotations" : "annotations");
         }
     }
     if (!first)
@@ -244,6 +248,7 @@ mpx_status mpx_voc_select_root(const char *source, mpx_voc_files *f, mpx_voc_tre
                         "annotations/*.xml (raccoon layout) in it or in a folder inside it",
                         source);
     t->layout = first->layout;
+    t->archive = f->archive;
     snprintf(t->root, sizeof t->root, "%s", first->root);
     mpx_voc_entry **lists[3] = {NULL, NULL, NULL};
     size_t counts[3] = {0, 0, 0};
@@ -313,6 +318,13 @@ const mpx_voc_entry *mpx_voc_find_jpeg(const mpx_voc_tree *t, const char *filena
     return NULL;
 }
 
+const char *mpx_voc_where(const char *source, const mpx_voc_tree *t, const char *folder,
+                          const char *name, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s%s%s%s%s%s%s", source, t->archive ? ":" : "/", t->root,
+             t->root[0] ? "/" : "", folder ? folder : "", folder ? "/" : "", name);
+    return buf;
+}
+
 /* ---- decoding ---- */
 
 mpx_status mpx_voc_decode(const char *source, const mpx_voc_tree *t, const mpx_voc_image *anns,
@@ -337,27 +349,25 @@ mpx_status mpx_voc_decode(const char *source, const mpx_voc_tree *t, const mpx_v
             const mpx_voc_image *a = &anns[which[i]];
             const mpx_voc_entry *e = mpx_voc_find_jpeg(t, a->filename);
             char name[1400];
-            snprintf(name, sizeof name, "%s:%s%s%s/%s", source, t->root, t->root[0] ? "/" : "",
-                     t->layout == MPX_VOC_LAYOUT_VOC ? "JPEGImages" : "images", a->filename);
+            mpx_voc_where(source, t, t->layout == MPX_VOC_LAYOUT_VOC ? "JPEGImages" : "images",
+                          a->filename, name, sizeof name);
             mpx_status s = MPX_OK;
             mpx_jpeg_info info;
             FILE *fp = NULL;
             if (!resized) s = mpx_fail(MPX_ERR_NOMEM, "out of memory decoding '%s'", name);
             if (s == MPX_OK && !e)
-                s = mpx_fail(MPX_ERR_INPUT, "annotation '%s.xml' names image '%s', which is missing",
-                             ds->ids[i], name);
+                s = mpx_fail(MPX_ERR_INPUT,
+                             "annotation '%s.xml' names image '%s', which is missing", ds->ids[i],
+                             name);
             if (s == MPX_OK && e->path && !(fp = fopen(e->path, "rb")))
                 s = mpx_fail(MPX_ERR_IO, "cannot open '%s': %s", e->path, strerror(errno));
-            if (s == MPX_OK)
-                s = mpx_jpeg_decode(e->data, e->size, fp, e->path ? e->path : name, 1, &pix, &cap,
-                                    &info);
+            if (s == MPX_OK) s = mpx_jpeg_decode(e->data, e->size, fp, name, 1, &pix, &cap, &info);
             if (fp) fclose(fp);
             if (s == MPX_OK && (info.w != a->width || info.h != a->height))
                 s = mpx_fail(MPX_ERR_INPUT,
                              "image '%s' is %dx%d but its annotation '%s.xml' says %dx%d (boxes "
                              "would not match)",
-                             e->path ? e->path : name, info.w, info.h, ds->ids[i], a->width,
-                             a->height);
+                             name, info.w, info.h, ds->ids[i], a->width, a->height);
             if (s == MPX_OK)
                 s = mpx_resample_box(pix, info.h, info.w, 3, 0, 0, info.w, info.h, resized, S, S, 0,
                                      &rs);

@@ -8,7 +8,13 @@
 
 #include "mpx/detect.h"
 
-typedef enum { MPX_VOC_XML, MPX_VOC_JPEG, MPX_VOC_CSV_TRAIN, MPX_VOC_CSV_TEST, MPX_VOC_SET } mpx_voc_kind;
+typedef enum {
+    MPX_VOC_XML,
+    MPX_VOC_JPEG,
+    MPX_VOC_CSV_TRAIN,
+    MPX_VOC_CSV_TEST,
+    MPX_VOC_SET
+} mpx_voc_kind;
 
 typedef struct {
     mpx_voc_kind kind;
@@ -23,12 +29,14 @@ typedef struct {
 typedef struct {
     mpx_voc_entry *e;
     size_t n, cap;
+    int archive; /* 1: read from an archive, 0: from a directory */
 } mpx_voc_files;
 
 /* The files of the chosen dataset root, sorted by name. */
 typedef struct {
     char root[1024];
     mpx_voc_layout layout;
+    int archive;
     mpx_voc_entry **xml, **jpeg;
     size_t n_xml, n_jpeg;
     const mpx_voc_entry *csv[2];  /* train_labels.csv, test_labels.csv (or NULL) */
@@ -50,6 +58,10 @@ void mpx_voc_files_free(mpx_voc_files *f);
 mpx_status mpx_voc_select_root(const char *source, mpx_voc_files *f, mpx_voc_tree *t);
 void mpx_voc_tree_free(mpx_voc_tree *t);
 const mpx_voc_entry *mpx_voc_find_jpeg(const mpx_voc_tree *t, const char *filename);
+/* The path of a dataset file for messages: <source>/<root>/<folder>/<name> for a directory,
+ * <source>:<root>/<folder>/<name> inside an archive (folder may be NULL). */
+const char *mpx_voc_where(const char *source, const mpx_voc_tree *t, const char *folder,
+                          const char *name, char *buf, size_t cap);
 
 /* split_of[i] for annotation i (tree order): 0 train, 1 test, -1 neither (VOC lists: only the
  * requested split is read). *rule names the file `split` came from, or "hash". */

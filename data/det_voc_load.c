@@ -43,8 +43,8 @@ static mpx_status class_list(const mpx_voc_image *anns, size_t n, const mpx_voc_
     return MPX_OK;
 }
 
-static mpx_status map_labels(const mpx_voc_tree *t, const mpx_voc_image *anns,
-                             const char **names, int count, int32_t *labels) {
+static mpx_status map_labels(const mpx_voc_tree *t, const mpx_voc_image *anns, const char **names,
+                             int count, int32_t *labels) {
     for (size_t i = 0; i < t->n_xml; i++)
         for (int j = 0; j < anns[i].n_objects; j++) {
             int id = -1;
@@ -92,11 +92,8 @@ static mpx_status parse_all(const char *source, const mpx_voc_tree *t, int zero_
     for (size_t i = 0; st == MPX_OK && i < t->n_xml; i++) {
         const mpx_voc_entry *e = t->xml[i];
         char where[1400];
-        if (e->path)
-            snprintf(where, sizeof where, "%s", e->path);
-        else
-            snprintf(where, sizeof where, "%s:%s%s%s/%s", source, t->root, t->root[0] ? "/" : "",
-                     t->layout == MPX_VOC_LAYOUT_VOC ? "Annotations" : "annotations", e->name);
+        mpx_voc_where(source, t, t->layout == MPX_VOC_LAYOUT_VOC ? "Annotations" : "annotations",
+                      e->name, where, sizeof where);
         if ((st = mpx_voc_parse((const char *)e->data, e->size, where, zero_based, a)) != MPX_OK)
             break;
         if (n_obj + (size_t)a->n_objects > cap) {
@@ -134,8 +131,8 @@ static mpx_status load(const char *source, mpx_split split, const mpx_voc_opts *
     MPX_TRY(mpx_voc_select_root(source, &s->files, &s->tree));
     const mpx_voc_tree *t = &s->tree;
     info->layout = t->layout;
-    int len = snprintf(info->root, sizeof info->root, "%s%s%s", source, t->root[0] ? "/" : "",
-                       t->root);
+    int len =
+        snprintf(info->root, sizeof info->root, "%s%s%s", source, t->root[0] ? "/" : "", t->root);
     if (len < 0 || len >= (int)sizeof info->root)
         return mpx_fail(MPX_ERR_INPUT, "VOC: path too long: '%s/%s'", source, t->root);
     size_t n = t->n_xml;

@@ -20,7 +20,7 @@ typedef struct {
     mpx_voc_annotation *a;
     char parents[MPX_XML_MAX_DEPTH + 1][MPX_XML_MAX_NAME + 1]; /* element name per depth */
     int have_filename, have_size, have_width, have_height;
-    int in_object;   /* index of the open <object>, -1 outside */
+    int in_object; /* index of the open <object>, -1 outside */
     int have_name, have_bndbox, have_coord[4], have_difficult;
 } voc_state;
 
@@ -62,8 +62,8 @@ static mpx_status bad_text(const voc_state *st, const char *field, const char *t
     if (st->in_object >= 0)
         return mpx_fail(MPX_ERR_INPUT, "annotation '%s' object %d (line %d): <%s> '%s' %s",
                         st->path, st->in_object, line, field, shown, why);
-    return mpx_fail(MPX_ERR_INPUT, "annotation '%s' (line %d): <%s> '%s' %s", st->path, line,
-                    field, shown, why);
+    return mpx_fail(MPX_ERR_INPUT, "annotation '%s' (line %d): <%s> '%s' %s", st->path, line, field,
+                    shown, why);
 }
 
 static mpx_status duplicate(const voc_state *st, const char *field, int line) {
@@ -116,8 +116,8 @@ static mpx_status on_start(voc_state *st, int depth, const char *name, int line)
     if (depth == 2 && strcmp(name, "object") == 0) {
         if (st->a->n_objects == MPX_DET_MAX_BOXES)
             return mpx_fail(MPX_ERR_INPUT,
-                            "annotation '%s' (line %d): more than %d objects in one image", st->path,
-                            line, MPX_DET_MAX_BOXES);
+                            "annotation '%s' (line %d): more than %d objects in one image",
+                            st->path, line, MPX_DET_MAX_BOXES);
         st->in_object = st->a->n_objects;
         memset(&st->a->objects[st->in_object], 0, sizeof st->a->objects[0]);
         st->have_name = st->have_bndbox = st->have_difficult = 0;
@@ -236,7 +236,11 @@ mpx_status mpx_voc_parse(const char *text, size_t n, const char *path, int zero_
 
 mpx_det_box mpx_voc_object_box(const mpx_voc_object *o, int width, int height, int zero_based) {
     double off = zero_based ? 0 : 1;
-    mpx_det_box b = {(float)((o->xmin - off) / width), (float)((o->ymin - off) / height),
-                     (float)(o->xmax / width), (float)(o->ymax / height), 0, 0};
+    mpx_det_box b = {(float)((o->xmin - off) / width),
+                     (float)((o->ymin - off) / height),
+                     (float)(o->xmax / width),
+                     (float)(o->ymax / height),
+                     0,
+                     0};
     return b;
 }

@@ -50,7 +50,7 @@ static mpx_status csv_file(const char *source, const mpx_voc_tree *t, const mpx_
     memcpy(text, csv->data, csv->size);
     const char *end = text + csv->size;
     char where[1400];
-    snprintf(where, sizeof where, "%s:%s%s%s", source, t->root, t->root[0] ? "/" : "", csv->name);
+    mpx_voc_where(source, t, NULL, csv->name, where, sizeof where);
     mpx_status st = MPX_OK;
     line = next_line(&cursor, end);
     if (!line || strcmp(line, header) != 0)
@@ -71,7 +71,8 @@ static mpx_status csv_file(const char *source, const mpx_voc_tree *t, const mpx_
             }
         }
         double v[6];
-        for (int i = 0; ok && i < 6; i++) ok = mpx_voc_parse_decimal(f[i < 2 ? 1 + i : 2 + i], &v[i]);
+        for (int i = 0; ok && i < 6; i++)
+            ok = mpx_voc_parse_decimal(f[i < 2 ? 1 + i : 2 + i], &v[i]);
         if (!ok) {
             st = mpx_fail(MPX_ERR_INPUT,
                           "'%s' row %d: expected 8 fields filename,width,height,class,xmin,ymin,"
@@ -113,8 +114,8 @@ static mpx_status csv_file(const char *source, const mpx_voc_tree *t, const mpx_
     return st;
 }
 
-static mpx_status csv_split(const char *source, const mpx_voc_tree *t,
-                            const mpx_voc_image *anns, int8_t *split_of) {
+static mpx_status csv_split(const char *source, const mpx_voc_tree *t, const mpx_voc_image *anns,
+                            int8_t *split_of) {
     if (!t->csv[0] || !t->csv[1])
         return mpx_fail(MPX_ERR_INPUT,
                         "VOC source '%s': '%s' has %s but not %s (both CSVs define the splits)",
@@ -124,7 +125,8 @@ static mpx_status csv_split(const char *source, const mpx_voc_tree *t,
     uint64_t *matched = calloc(t->n_xml + 1, sizeof *matched);
     mpx_status st = MPX_OK;
     if (!by_file || !matched) st = mpx_fail(MPX_ERR_NOMEM, "out of memory splitting '%s'", source);
-    for (size_t i = 0; st == MPX_OK && i < t->n_xml; i++) by_file[i] = (keyed){anns[i].filename, (int64_t)i};
+    for (size_t i = 0; st == MPX_OK && i < t->n_xml; i++)
+        by_file[i] = (keyed){anns[i].filename, (int64_t)i};
     if (st == MPX_OK) qsort(by_file, t->n_xml, sizeof *by_file, cmp_keyed);
     for (size_t i = 1; st == MPX_OK && i < t->n_xml; i++)
         if (strcmp(by_file[i - 1].key, by_file[i].key) == 0)
@@ -140,7 +142,8 @@ static mpx_status csv_split(const char *source, const mpx_voc_tree *t,
                 st = mpx_fail(MPX_ERR_INPUT,
                               "annotation '%s' object %d ('%s') is missing from %s, which lists "
                               "the image: the CSV and the XML disagree",
-                              t->xml[a]->name, k, anns[a].objects[k].name, t->csv[split_of[a]]->name);
+                              t->xml[a]->name, k, anns[a].objects[k].name,
+                              t->csv[split_of[a]]->name);
                 break;
             }
     }
@@ -158,12 +161,13 @@ static mpx_status list_split(const char *source, const mpx_voc_tree *t, mpx_spli
                         "VOC source '%s': '%s/ImageSets/Main' has no %s list (looked for %s)",
                         source, t->root, split == MPX_SPLIT_TRAIN ? "training" : "test",
                         split == MPX_SPLIT_TRAIN ? "trainval.txt, train.txt" : "test.txt, val.txt");
-    snprintf(rule, cap, "%s:%s%sImageSets/Main/%s", source, t->root, t->root[0] ? "/" : "", e->name);
+    mpx_voc_where(source, t, "ImageSets/Main", e->name, rule, cap);
     keyed *by_id = malloc((t->n_xml + 1) * sizeof *by_id);
     char **ids = calloc(t->n_xml + 1, sizeof *ids);
     char *text = malloc(e->size + 1);
     mpx_status st = MPX_OK;
-    if (!by_id || !ids || !text) st = mpx_fail(MPX_ERR_NOMEM, "out of memory splitting '%s'", source);
+    if (!by_id || !ids || !text)
+        st = mpx_fail(MPX_ERR_NOMEM, "out of memory splitting '%s'", source);
     for (size_t i = 0; st == MPX_OK && i < t->n_xml; i++) {
         const char *name = t->xml[i]->name;
         if (!(ids[i] = strndup(name, strlen(name) - 4)))
@@ -198,8 +202,8 @@ mpx_status mpx_voc_split(const char *source, const mpx_voc_tree *t, const mpx_vo
                          mpx_split split, int8_t *split_of, char *rule, size_t cap) {
     memset(split_of, -1, t->n_xml);
     if (t->csv[0] || t->csv[1]) {
-        snprintf(rule, cap, "%s:%s%s%s", source, t->root, t->root[0] ? "/" : "",
-                 split == MPX_SPLIT_TRAIN ? "train_labels.csv" : "test_labels.csv");
+        mpx_voc_where(source, t, NULL,
+                      split == MPX_SPLIT_TRAIN ? "train_labels.csv" : "test_labels.csv", rule, cap);
         return csv_split(source, t, anns, split_of);
     }
     if (t->sets[0] || t->sets[1] || t->sets[2] || t->sets[3])

@@ -23,8 +23,9 @@ static mpx_status fail(const parser *x, const char *what) {
 }
 
 static mpx_status truncated(const parser *x, const char *inside) {
-    return mpx_fail(MPX_ERR_INPUT, "annotation '%s' is truncated: the file ends inside %s (line %d)",
-                    x->path, inside, x->line);
+    return mpx_fail(MPX_ERR_INPUT,
+                    "annotation '%s' is truncated: the file ends inside %s (line %d)", x->path,
+                    inside, x->line);
 }
 
 static int starts(const parser *x, const char *s) {
@@ -138,10 +139,10 @@ static mpx_status entity(parser *x) {
         if (i == len) return fail(x, "empty character reference");
         for (; i < len; i++) {
             char c = s[i];
-            int d = (c >= '0' && c <= '9')              ? c - '0'
-                    : (hex && c >= 'a' && c <= 'f')     ? c - 'a' + 10
-                    : (hex && c >= 'A' && c <= 'F')     ? c - 'A' + 10
-                                                        : -1;
+            int d = (c >= '0' && c <= '9')          ? c - '0'
+                    : (hex && c >= 'a' && c <= 'f') ? c - 'a' + 10
+                    : (hex && c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                                    : -1;
             if (d < 0 || cp > 0x10FFFF) return fail(x, "malformed character reference");
             cp = cp * (hex ? 16u : 10u) + (uint32_t)d;
         }

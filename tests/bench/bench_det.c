@@ -11,7 +11,8 @@
 
 /* Draw a box outline (colour by class) into a [S, S, 3] image. */
 static void draw_box(uint8_t *img, int S, const float *b, int label) {
-    int x0 = (int)(b[0] * S), y0 = (int)(b[1] * S), x1 = (int)(b[2] * S) - 1, y1 = (int)(b[3] * S) - 1;
+    int x0 = (int)(b[0] * S), y0 = (int)(b[1] * S), x1 = (int)(b[2] * S) - 1,
+        y1 = (int)(b[3] * S) - 1;
     uint8_t c[3] = {(uint8_t)(255 * (label % 2)), (uint8_t)(255 * (label / 2 % 2)), 255};
     for (int x = x0; x <= x1; x++)
         for (int e = 0; e < 2; e++) {
@@ -73,9 +74,10 @@ int main(int argc, char **argv) {
     t0 = mpx_now();
     CHECK_OK(mpx_scenes_render_dataset(sc, &all));
     double many = cfg.n / (mpx_now() - t0);
-    printf("scenes %dx%d (CIFAR-10 train objects, %.2f per scene): %.0f scenes/s on 1 thread, "
-           "%.0f scenes/s on %d threads\n",
-           cfg.size, cfg.size, objects / 1000.0, one, many, threads);
+    printf(
+        "scenes %dx%d (CIFAR-10 train objects, %.2f per scene): %.0f scenes/s on 1 thread, "
+        "%.0f scenes/s on %d threads\n",
+        cfg.size, cfg.size, objects / 1000.0, one, many, threads);
     mpx_det_dataset_free(&all);
 
     mpx_det_loader_config lc = mpx_det_loader_config_train(32, 1);
@@ -90,9 +92,10 @@ int main(int argc, char **argv) {
     if (argc > 1) write_grid(argv[1], &b);
     t0 = mpx_now();
     for (int k = 0; k < 40; k++) CHECK_OK(mpx_det_loader_next(L, &b));
-    printf("scene loader B=32 %dx%d, photometric + expand + crop + flip, %d threads: %.0f "
-           "examples/s\n",
-           b.size, b.size, threads, 40 * 32 / (mpx_now() - t0));
+    printf(
+        "scene loader B=32 %dx%d, photometric + expand + crop + flip, %d threads: %.0f "
+        "examples/s\n",
+        b.size, b.size, threads, 40 * 32 / (mpx_now() - t0));
     mpx_det_loader_free(L);
 
     char archive[1200];
@@ -101,9 +104,10 @@ int main(int argc, char **argv) {
     mpx_voc_info info;
     mpx_det_dataset rac;
     if (mpx_voc_load(archive, MPX_SPLIT_TRAIN, &vo, &rac, &info) == MPX_OK) {
-        printf("raccoon train split (%lld JPEGs decoded and resized to 300x300): %.2f s on %d "
-               "threads\n",
-               (long long)rac.n, info.load_s, threads);
+        printf(
+            "raccoon train split (%lld JPEGs decoded and resized to 300x300): %.2f s on %d "
+            "threads\n",
+            (long long)rac.n, info.load_s, threads);
         mpx_det_dataset_free(&rac);
     }
     free(img);

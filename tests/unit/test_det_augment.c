@@ -26,8 +26,12 @@ static void make_image(uint8_t *img, const int r[2][4], mpx_det_box b[2]) {
             for (int c = 0; c < 3; c++) img[(y * S + x) * 3 + c] = in ? BRIGHT : DARK;
         }
     for (int k = 0; k < 2; k++)
-        b[k] = (mpx_det_box){(float)r[k][0] / S, (float)r[k][1] / S, (float)r[k][2] / S,
-                             (float)r[k][3] / S, 3 + k, 1 - k};
+        b[k] = (mpx_det_box){(float)r[k][0] / S,
+                             (float)r[k][1] / S,
+                             (float)r[k][2] / S,
+                             (float)r[k][3] / S,
+                             3 + k,
+                             1 - k};
 }
 
 /* Where box b lands on the output (not clipped, whether kept or not), as fractions. */
@@ -45,8 +49,10 @@ static void landing(const mpx_det_augment *a, const mpx_det_box *b, double out[4
 
 /* The documented box transform, in double: source pixels -> canvas -> crop -> flip. */
 static int expected_box(const mpx_det_augment *a, const mpx_det_box *b, double out[4]) {
-    double x0 = b->xmin * (double)S + a->left - a->crop_x, x1 = b->xmax * (double)S + a->left - a->crop_x;
-    double y0 = b->ymin * (double)S + a->top - a->crop_y, y1 = b->ymax * (double)S + a->top - a->crop_y;
+    double x0 = b->xmin * (double)S + a->left - a->crop_x,
+           x1 = b->xmax * (double)S + a->left - a->crop_x;
+    double y0 = b->ymin * (double)S + a->top - a->crop_y,
+           y1 = b->ymax * (double)S + a->top - a->crop_y;
     double mx = (x0 + x1) / 2, my = (y0 + y1) / 2;
     if (!(mx > 0 && mx < a->crop_w && my > 0 && my < a->crop_h)) return 0;
     out[0] = fmax(x0, 0) / a->crop_w;
@@ -118,8 +124,8 @@ static void test_rectangles(int N) {
                 }
                 if (inside && v < BRIGHT - 1) wrong_in++;
                 if (!near && v > 110) wrong_out++;
-                int in_src = cx > src[0] - ex_ && cx < src[2] + ex_ && cy > src[1] - ey &&
-                             cy < src[3] + ey;
+                int in_src =
+                    cx > src[0] - ex_ && cx < src[2] + ex_ && cy > src[1] - ey && cy < src[3] + ey;
                 if (a.canvas_w > S && !in_src) {
                     canvas_px++;
                     wrong_canvas += fabs(v - 102) > 0.01;
@@ -129,8 +135,8 @@ static void test_rectangles(int N) {
     CHECK(wrong_box == 0, "N=%d: %d boxes differ from the documented transform", N, wrong_box);
     CHECK(wrong_in == 0, "N=%d: %d pixels inside transformed boxes are not bright", N, wrong_in);
     CHECK(wrong_out == 0, "N=%d: %d bright pixels away from every box", N, wrong_out);
-    CHECK(wrong_canvas == 0 && canvas_px > 10000, "N=%d: %d of %d canvas pixels not the mean colour",
-          N, wrong_canvas, canvas_px);
+    CHECK(wrong_canvas == 0 && canvas_px > 10000,
+          "N=%d: %d of %d canvas pixels not the mean colour", N, wrong_canvas, canvas_px);
     CHECK(kept > 300 && dropped > 20, "N=%d: %d boxes kept, %d dropped", N, kept, dropped);
     free(dst);
 }
@@ -159,11 +165,19 @@ static void test_draws(void) {
             bad += a.min_iou < 0;
             double best = 0;
             int centre = 0;
-            mpx_det_box crop = {(float)a.crop_x, (float)a.crop_y, (float)(a.crop_x + a.crop_w),
-                                (float)(a.crop_y + a.crop_h), 0, 0};
+            mpx_det_box crop = {(float)a.crop_x,
+                                (float)a.crop_y,
+                                (float)(a.crop_x + a.crop_w),
+                                (float)(a.crop_y + a.crop_h),
+                                0,
+                                0};
             for (int k = 0; k < 2; k++) {
-                mpx_det_box c = {boxes[k].xmin * S + a.left, boxes[k].ymin * S + a.top,
-                                 boxes[k].xmax * S + a.left, boxes[k].ymax * S + a.top, 0, 0};
+                mpx_det_box c = {boxes[k].xmin * S + a.left,
+                                 boxes[k].ymin * S + a.top,
+                                 boxes[k].xmax * S + a.left,
+                                 boxes[k].ymax * S + a.top,
+                                 0,
+                                 0};
                 best = fmax(best, mpx_det_iou(&crop, &c));
                 double mx = (c.xmin + c.xmax) / 2, my = (c.ymin + c.ymax) / 2;
                 centre |= mx > crop.xmin && mx < crop.xmax && my > crop.ymin && my < crop.ymax;
@@ -221,8 +235,9 @@ static void test_flip(void) {
     for (int y = 0; y < S; y++)
         for (int x = 0; x < S; x++)
             for (int c = 0; c < 3; c++)
-                wrong += fabsf(dst[(y * S + x) * 3 + c] - img[(y * S + (S - 1 - x)) * 3 + c] / 255.0f) >
-                         1e-6f; /* p * (1/255) vs p / 255 in float: a few ulps */
+                wrong +=
+                    fabsf(dst[(y * S + x) * 3 + c] - img[(y * S + (S - 1 - x)) * 3 + c] / 255.0f) >
+                    1e-6f; /* p * (1/255) vs p / 255 in float: a few ulps */
     CHECK(wrong == 0, "flip: %d pixels are not the mirror image", wrong);
     CHECK(n == 1 && out[0].xmin == 0.625f && out[0].xmax == 0.75f && out[0].ymin == 0.5f &&
               out[0].ymax == 0.75f && out[0].label == 2,
@@ -250,7 +265,8 @@ static void test_photometric(void) {
         CHECK_OK(mpx_det_augment_apply(&cfg, &a, img, S, &box, 1, dst, out, &n));
         boxes_moved += n != 1 || memcmp(&out[0], &box, sizeof box) != 0;
         double v[3];
-        for (int c = 0; c < 3; c++) v[c] = (rgb[c] + a.brightness) * (a.contrast_last ? 1 : a.contrast);
+        for (int c = 0; c < 3; c++)
+            v[c] = (rgb[c] + a.brightness) * (a.contrast_last ? 1 : a.contrast);
         double g = 0.299 * v[0] + 0.587 * v[1] + 0.114 * v[2];
         for (int c = 0; c < 3; c++) v[c] = g + a.saturation * (v[c] - g);
         if (a.hue != 0) {
@@ -271,8 +287,8 @@ static void test_photometric(void) {
         }
     }
     CHECK(worst <= 0.5 + 1e-3, "photometric jitter differs from its formula by %.4f levels", worst);
-    CHECK(changed > 100 && hue > 10 && sat > 10, "jitter rarely changed anything (%d, hue %d, sat %d)",
-          changed, hue, sat);
+    CHECK(changed > 100 && hue > 10 && sat > 10,
+          "jitter rarely changed anything (%d, hue %d, sat %d)", changed, hue, sat);
     CHECK(boxes_moved == 0, "photometric jitter moved %d boxes", boxes_moved);
 }
 

@@ -29,7 +29,7 @@ static void make_dataset(mpx_det_dataset *ds) {
         for (int p = 0; p < S * S * 3; p++) img[p] = (uint8_t)(i * 41 + p * 13 + p / 97);
         ds->counts[i] = 1 + i % 3;
         for (int k = 0; k < ds->counts[i]; k++)
-            ds->boxes[i * MAXB + k] = (mpx_det_box){0.1f * k, 0.05f * i, 0.1f * k + 0.3f,
+            ds->boxes[i * MAXB + k] = (mpx_det_box){0.1f * k,         0.05f * i,   0.1f * k + 0.3f,
                                                     0.05f * i + 0.5f, (i + k) % 3, k == 1};
     }
 }
@@ -133,7 +133,8 @@ static void check_rows(const mpx_det_dataset *ds, const mpx_scenes *sc,
             bad += lab[k] != (on ? out[k].label : -1) ||
                    s->difficult[j * MAXB + k] != (on ? out[k].difficult : 0) ||
                    bx[4 * k] != (on ? out[k].xmin : 0) || bx[4 * k + 1] != (on ? out[k].ymin : 0) ||
-                   bx[4 * k + 2] != (on ? out[k].xmax : 0) || bx[4 * k + 3] != (on ? out[k].ymax : 0);
+                   bx[4 * k + 2] != (on ? out[k].xmax : 0) ||
+                   bx[4 * k + 3] != (on ? out[k].ymax : 0);
         }
     }
     CHECK(bad == 0, "batch (%lld, %lld): %d rows differ from draw + apply", (long long)s->pos.epoch,
@@ -187,8 +188,8 @@ static void test_dataset(void) {
     /* resume after 5 batches */
     mpx_loader_pos at = a[5].pos;
     run(&ds, NULL, &cfg, at, NB - 5, r);
-    CHECK(same(a + 5, r, NB - 5, 4), "a loader resumed at (%lld, %lld) differs", (long long)at.epoch,
-          (long long)at.batch);
+    CHECK(same(a + 5, r, NB - 5, 4), "a loader resumed at (%lld, %lld) differs",
+          (long long)at.epoch, (long long)at.batch);
     /* another seed: another order */
     cfg.seed = 43;
     run(&ds, NULL, &cfg, zero, NB, d);
@@ -212,7 +213,8 @@ static void test_dataset(void) {
             int64_t i = e[k].index[j];
             bad += i != 4 * k + j || e[k].counts[j] != ds.counts[i];
             for (int p = 0; p < S * S * 3; p++)
-                bad += fabsf(e[k].x[(size_t)j * S * S * 3 + p] - ds.images[i * S * S * 3 + p] / 255.0f) > 1e-6f;
+                bad += fabsf(e[k].x[(size_t)j * S * S * 3 + p] -
+                             ds.images[i * S * S * 3 + p] / 255.0f) > 1e-6f;
             for (int q = 0; q < ds.counts[i]; q++)
                 bad += e[k].boxes[(j * MAXB + q) * 4 + 2] != ds.boxes[i * MAXB + q].xmax ||
                        e[k].labels[j * MAXB + q] != ds.boxes[i * MAXB + q].label;
@@ -230,7 +232,8 @@ static void test_dataset(void) {
           "drop_last with 10 examples and B = 11 accepted");
     bc = mpx_det_loader_config_train(4, 1);
     mpx_loader_pos past = {0, 2};
-    CHECK(mpx_det_loader_create(&ds, &bc, past, &L) == MPX_ERR_INPUT, "start batch 2 of 2 accepted");
+    CHECK(mpx_det_loader_create(&ds, &bc, past, &L) == MPX_ERR_INPUT,
+          "start batch 2 of 2 accepted");
     bc.size = -1;
     CHECK(mpx_det_loader_create(&ds, &bc, zero, &L) == MPX_ERR_INPUT, "size -1 accepted");
     ds.boxes[3 * MAXB].xmax = 1.5f;
@@ -245,7 +248,8 @@ static void test_scenes(void) {
     mpx_dataset_alloc(&pool, 20, 16, 16, 3, 4);
     for (int i = 0; i < 20; i++) {
         pool.labels[i] = i % 4;
-        for (int p = 0; p < 16 * 16 * 3; p++) pool.images[(size_t)i * 768 + p] = (uint8_t)(i * 12 + p);
+        for (int p = 0; p < 16 * 16 * 3; p++)
+            pool.images[(size_t)i * 768 + p] = (uint8_t)(i * 12 + p);
     }
     mpx_scene_config sc_cfg = mpx_scene_config_default(MPX_SPLIT_TRAIN, 20);
     sc_cfg.size = 64;

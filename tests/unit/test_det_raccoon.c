@@ -41,8 +41,10 @@ static int check_csv(const char *csv, const mpx_det_dataset *ds) {
             for (int k = 0; k < ds->counts[i]; k++) {
                 const mpx_det_box *b = &ds->boxes[i * MPX_DET_MAX_BOXES + k];
                 if (used[i * MPX_DET_MAX_BOXES + k] || b->label != 0) continue;
-                if (fabs(b->xmin - (x0 - 1.0) / w) < 1e-7 && fabs(b->ymin - (y0 - 1.0) / h) < 1e-7 &&
-                    fabs(b->xmax - (double)x1 / w) < 1e-7 && fabs(b->ymax - (double)y1 / h) < 1e-7) {
+                if (fabs(b->xmin - (x0 - 1.0) / w) < 1e-7 &&
+                    fabs(b->ymin - (y0 - 1.0) / h) < 1e-7 &&
+                    fabs(b->xmax - (double)x1 / w) < 1e-7 &&
+                    fabs(b->ymax - (double)y1 / h) < 1e-7) {
                     used[i * MPX_DET_MAX_BOXES + k] = 1;
                     matched++;
                     break;
@@ -107,9 +109,10 @@ int main(void) {
     mpx_voc_info info;
     mpx_det_dataset train, test;
     CHECK_OK(mpx_voc_load(archive, MPX_SPLIT_TRAIN, &o, &train, &info));
-    printf("raccoon train from the archive: %lld images, %lld boxes, %.2f s (%d threads), rule %s\n",
-           (long long)info.images, (long long)info.boxes, info.load_s, mpx_threads_get(),
-           info.split_rule);
+    printf(
+        "raccoon train from the archive: %lld images, %lld boxes, %.2f s (%d threads), rule %s\n",
+        (long long)info.images, (long long)info.boxes, info.load_s, mpx_threads_get(),
+        info.split_rule);
     CHECK(info.checksummed == 1, "the archive was not checked against SHA256SUMS");
     CHECK(info.layout == MPX_VOC_LAYOUT_RACCOON && strcmp(info.root, archive) != 0,
           "layout %d root %s", info.layout, info.root);
@@ -154,7 +157,8 @@ int main(void) {
         if (d.n == test.n) {
             CHECK(memcmp(d.images, test.images, (size_t)d.n * 300 * 300 * 3) == 0 &&
                       memcmp(d.counts, test.counts, (size_t)d.n * sizeof *d.counts) == 0 &&
-                      memcmp(d.boxes, test.boxes, (size_t)d.n * MPX_DET_MAX_BOXES * sizeof *d.boxes) == 0,
+                      memcmp(d.boxes, test.boxes,
+                             (size_t)d.n * MPX_DET_MAX_BOXES * sizeof *d.boxes) == 0,
                   "directory %s and archive load differently", srcs[s]);
             for (int64_t i = 0; i < d.n; i++)
                 CHECK(strcmp(d.ids[i], test.ids[i]) == 0, "id %lld: %s vs %s", (long long)i,

@@ -77,7 +77,9 @@ static void test_exactness(void) {
             double side = sqrt((double)o->w * o->h) / S, aspect = (double)o->w / o->h;
             bad_rules += side < 0.15 - 1.0 / S || side > 0.6 + 1.0 / S;
             bad_rules += aspect < 0.5 * (1 - 2.0 / o->h) || aspect > 2 * (1 + 2.0 / o->h);
-            if (k > 0) bad_rules += (int64_t)o->w * o->h > (int64_t)L.objects[k - 1].w * L.objects[k - 1].h;
+            if (k > 0)
+                bad_rules +=
+                    (int64_t)o->w * o->h > (int64_t)L.objects[k - 1].w * L.objects[k - 1].h;
             for (int j = 0; j < k; j++) bad_rules += mpx_det_iou(&boxes[j], &boxes[k]) >= 0.5;
             /* pixels: visible ones exactly the object's colour; at least min_visible of them */
             uint8_t c[3];
@@ -92,7 +94,9 @@ static void test_exactness(void) {
             bad_rules += visible < 0.5 * (x1 - x0) * (y1 - y0);
             /* tightness: the background line just outside each edge is not all this colour
              * (except on magnified-crop backgrounds: with this pool they are pool colours) */
-            int lines[4][4] = {{x0, y0 - 1, x1, y0}, {x0, y1, x1, y1 + 1}, {x0 - 1, y0, x0, y1},
+            int lines[4][4] = {{x0, y0 - 1, x1, y0},
+                               {x0, y1, x1, y1 + 1},
+                               {x0 - 1, y0, x0, y1},
                                {x1, y0, x1 + 1, y1}};
             for (int e = 0; e < 4; e++) {
                 int bg = 0, same = 0;
@@ -111,7 +115,8 @@ static void test_exactness(void) {
     CHECK(bad_boxes == 0, "%d boxes are not the clipped pasted rectangle", bad_boxes);
     CHECK(bad_rules == 0, "%d violations of the count/scale/aspect/order/IoU/visibility rules",
           bad_rules);
-    for (int k = 0; k < 4; k++) CHECK(kinds[k] > 30, "background kind %d in %d of 300 scenes", k, kinds[k]);
+    for (int k = 0; k < 4; k++)
+        CHECK(kinds[k] > 30, "background kind %d in %d of 300 scenes", k, kinds[k]);
     for (int k = 1; k <= 6; k++) CHECK(counts[k] > 5, "%d scenes with %d objects", counts[k], k);
     for (int k = 0; k < 10; k++) CHECK(classes[k] > 20, "class %d has %d boxes", k, classes[k]);
     CHECK(clipped > 20, "only %d objects reach past the scene edge", clipped);
@@ -190,8 +195,7 @@ static void check_sources(const mpx_dataset *pool, const char *what) {
     cfg.scale_min = 0.2f; /* sqrt(w h) >= 51 px, w, h >= 51 / sqrt(2) > 36 px */
     cfg.scale_max = 0.45f;
     mpx_scenes *sc;
-    REQUIRE_VOID(mpx_scenes_create(pool, &cfg, &sc) == MPX_OK, "%s: %s", what,
-                 mpx_error_message());
+    REQUIRE_VOID(mpx_scenes_create(pool, &cfg, &sc) == MPX_OK, "%s: %s", what, mpx_error_message());
     static uint8_t img[S * S * 3];
     static int owner[S * S];
     mpx_det_box boxes[MPX_DET_MAX_BOXES];
@@ -211,7 +215,8 @@ static void check_sources(const mpx_dataset *pool, const char *what) {
                 double u = (x - o->x + 0.5) * pool->w / o->w, v = (y - o->y + 0.5) * pool->h / o->h;
                 const uint8_t *p = img + ((size_t)y * S + x) * 3;
                 for (int ch = 0; ch < 3; ch++) {
-                    double want = bilinear(src, pool->h, pool->w, pool->c, pool->c == 3 ? ch : 0, u, v);
+                    double want =
+                        bilinear(src, pool->h, pool->w, pool->c, pool->c == 3 ? ch : 0, u, v);
                     worst = fmax(worst, fabs(p[ch] - want));
                 }
                 if (pool->c == 1) grey_bad += p[0] != p[1] || p[1] != p[2];
@@ -232,7 +237,8 @@ int main(void) {
     mpx_dataset noise;
     mpx_dataset_alloc(&noise, 50, 32, 32, 3, 10);
     mpx_rng r = mpx_rng_make(5, MPX_RNG_TEST, 0);
-    for (size_t i = 0; i < (size_t)50 * 32 * 32 * 3; i++) noise.images[i] = (uint8_t)mpx_rng_u32(&r);
+    for (size_t i = 0; i < (size_t)50 * 32 * 32 * 3; i++)
+        noise.images[i] = (uint8_t)mpx_rng_u32(&r);
     for (int i = 0; i < 50; i++) noise.labels[i] = i % 10;
     check_sources(&noise, "random RGB objects");
     mpx_dataset_free(&noise);

@@ -278,9 +278,10 @@ static void test_voc_layout(void) {
     /* a hostile annotation inside the archive is named with its path */
     gz = gzopen(archive, "wb");
     tar_tree(gz, root, "VOCdevkit");
-    const char *bad = "<annotation><filename>img09.jpg</filename><size><width>9</width><height>9"
-                      "</height></size><object><name>cat</name><bndbox><xmin>5</xmin><ymin>1"
-                      "</ymin><xmax>3</xmax><ymax>4</ymax></bndbox></object></annotation>";
+    const char *bad =
+        "<annotation><filename>img09.jpg</filename><size><width>9</width><height>9"
+        "</height></size><object><name>cat</name><bndbox><xmin>5</xmin><ymin>1"
+        "</ymin><xmax>3</xmax><ymax>4</ymax></bndbox></object></annotation>";
     fx_tar_add(gz, "VOCdevkit/VOC2007/Annotations/img09.xml", '0', bad, strlen(bad));
     fx_tar_end(gz);
     gzclose(gz);
@@ -420,8 +421,8 @@ static void test_raccoon_layout(void) {
     expect_error(root, MPX_SPLIT_TEST, &o, "7 fields", "row 2", "expected 8 fields");
     snprintf(bad, sizeof bad, "%simg09.jpg,96,40,bird,33,5,80,36\n", HEADER);
     write_text(te, bad);
-    expect_error(root, MPX_SPLIT_TEST, &o, "unknown image", "no annotation names the image 'img09.jpg'",
-                 NULL);
+    expect_error(root, MPX_SPLIT_TEST, &o, "unknown image",
+                 "no annotation names the image 'img09.jpg'", NULL);
     write_text(te, "file,w,h\n");
     expect_error(root, MPX_SPLIT_TEST, &o, "wrong header", "does not start with the header", NULL);
     write_text(te, test_csv);

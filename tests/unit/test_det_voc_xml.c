@@ -96,15 +96,17 @@ static void test_valid(mpx_voc_annotation *a) {
               o[2].ymin, o[2].xmax, o[2].ymax);
     }
     /* 0 is outside VOC's 1-based range but fine for 0-based tools */
-    const char *zero = "<annotation><filename>z.jpg</filename><size><width>10</width>"
-                       "<height>10</height></size><object><name>a</name><bndbox><xmin>0</xmin>"
-                       "<ymin>0</ymin><xmax>10</xmax><ymax>10</ymax></bndbox></object></annotation>";
+    const char *zero =
+        "<annotation><filename>z.jpg</filename><size><width>10</width>"
+        "<height>10</height></size><object><name>a</name><bndbox><xmin>0</xmin>"
+        "<ymin>0</ymin><xmax>10</xmax><ymax>10</ymax></bndbox></object></annotation>";
     CHECK_OK(parse(zero, 1, a));
     CHECK(parse(zero, 0, a) == MPX_ERR_INPUT, "xmin 0 accepted as a 1-based coordinate");
     /* no objects is a valid (empty) image */
-    CHECK_OK(parse("<annotation><filename>e.jpg</filename><size><width>5</width><height>7</height>"
-                   "</size></annotation>",
-                   0, a));
+    CHECK_OK(
+        parse("<annotation><filename>e.jpg</filename><size><width>5</width><height>7</height>"
+              "</size></annotation>",
+              0, a));
     CHECK(a->n_objects == 0 && a->width == 5 && a->height == 7, "empty annotation");
 }
 
@@ -116,8 +118,8 @@ static void expect(const char *text, size_t n, const char *what, const char *fra
     const char *msg = mpx_error_message();
     CHECK(st == MPX_ERR_INPUT && strstr(msg, "ann.xml") && strstr(msg, frag1) &&
               (!frag2 || strstr(msg, frag2)),
-          "%s: got %s '%s', expected '%s'%s%s", what, mpx_status_name(st),
-          st == MPX_OK ? "" : msg, frag1, frag2 ? " and " : "", frag2 ? frag2 : "");
+          "%s: got %s '%s', expected '%s'%s%s", what, mpx_status_name(st), st == MPX_OK ? "" : msg,
+          frag1, frag2 ? " and " : "", frag2 ? frag2 : "");
 }
 
 /* An annotation of a 500x375 image with up to three objects given as XML fragments. */
@@ -130,8 +132,8 @@ static char *doc(const char *extra, const char *o0, const char *o1, const char *
     return buf;
 }
 
-#define OBJ(name, x0, y0, x1, y1)                                                                  \
-    "<object><name>" name "</name><bndbox><xmin>" x0 "</xmin><ymin>" y0 "</ymin><xmax>" x1        \
+#define OBJ(name, x0, y0, x1, y1)                                                          \
+    "<object><name>" name "</name><bndbox><xmin>" x0 "</xmin><ymin>" y0 "</ymin><xmax>" x1 \
     "</xmax><ymax>" y1 "</ymax></bndbox></object>"
 #define GOOD OBJ("dog", "10", "10", "20", "20")
 
@@ -148,8 +150,8 @@ static void test_hostile(void) {
                "empty or inverted box");
     expect_doc("xmax past the width", "", GOOD, GOOD, OBJ("cat", "10", "10", "501", "20"),
                "object 2", "outside the 500x375 image");
-    expect_doc("ymax past the height", "", OBJ("cat", "10", "10", "20", "376"), "", "",
-               "object 0", "outside");
+    expect_doc("ymax past the height", "", OBJ("cat", "10", "10", "20", "376"), "", "", "object 0",
+               "outside");
     expect_doc("negative xmin", "", OBJ("cat", "-5", "10", "20", "20"), "", "", "object 0",
                "outside");
     expect_doc("xmin 0 (1-based)", "", GOOD, OBJ("cat", "0", "10", "20", "20"), "", "object 1",
@@ -170,20 +172,26 @@ static void test_hostile(void) {
                "not a plain decimal");
     expect_doc("missing bndbox", "", GOOD, GOOD, "<object><name>cat</name></object>", "object 2",
                "has no <bndbox>");
-    expect_doc("missing xmax", "", "<object><name>cat</name><bndbox><xmin>1</xmin><ymin>1</ymin>"
-               "<ymax>5</ymax></bndbox></object>", "", "", "object 0", "has no <xmax>");
-    expect_doc("missing name", "", GOOD, "<object><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>5"
-               "</xmax><ymax>5</ymax></bndbox></object>", "", "object 1", "has no <name>");
+    expect_doc("missing xmax", "",
+               "<object><name>cat</name><bndbox><xmin>1</xmin><ymin>1</ymin>"
+               "<ymax>5</ymax></bndbox></object>",
+               "", "", "object 0", "has no <xmax>");
+    expect_doc("missing name", "", GOOD,
+               "<object><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>5"
+               "</xmax><ymax>5</ymax></bndbox></object>",
+               "", "object 1", "has no <name>");
     expect_doc("empty name", "", OBJ("  ", "10", "10", "20", "20"), "", "", "object 0",
                "not a class name");
-    expect_doc("duplicate xmin", "", "<object><name>cat</name><bndbox><xmin>1</xmin><xmin>2"
-               "</xmin><ymin>1</ymin><xmax>5</xmax><ymax>5</ymax></bndbox></object>", "", "",
-               "object 0", "duplicate <xmin>");
+    expect_doc("duplicate xmin", "",
+               "<object><name>cat</name><bndbox><xmin>1</xmin><xmin>2"
+               "</xmin><ymin>1</ymin><xmax>5</xmax><ymax>5</ymax></bndbox></object>",
+               "", "", "object 0", "duplicate <xmin>");
     expect_doc("duplicate bndbox", "", "<object><name>cat</name><bndbox/><bndbox/></object>", "",
                "", "object 0", "duplicate <bndbox>");
-    expect_doc("difficult 2", "", "<object><name>cat</name><difficult>2</difficult><bndbox>"
-               "<xmin>1</xmin><ymin>1</ymin><xmax>5</xmax><ymax>5</ymax></bndbox></object>", "", "",
-               "object 0", "is not 0 or 1");
+    expect_doc("difficult 2", "",
+               "<object><name>cat</name><difficult>2</difficult><bndbox>"
+               "<xmin>1</xmin><ymin>1</ymin><xmax>5</xmax><ymax>5</ymax></bndbox></object>",
+               "", "", "object 0", "is not 0 or 1");
     expect_doc("second filename", "<filename>y.jpg</filename>", "", "", "", "duplicate <filename>",
                NULL);
     const char *t;
@@ -246,7 +254,8 @@ static void test_hostile(void) {
     free(deep);
 
     static char many[1 << 16];
-    snprintf(many, sizeof many, "<annotation><filename>m.jpg</filename><size><width>500</width>"
+    snprintf(many, sizeof many,
+             "<annotation><filename>m.jpg</filename><size><width>500</width>"
              "<height>375</height></size>");
     for (int i = 0; i < MPX_DET_MAX_BOXES; i++) strcat(many, GOOD);
     mpx_voc_annotation a;

@@ -78,8 +78,8 @@ void mpx_det_dataset_channel_stats(const mpx_det_dataset *ds, float mean[3], flo
 /* ---- Pascal VOC annotations ---- */
 
 typedef struct {
-    char name[MPX_VOC_NAME_MAX]; /* class name as written (entities decoded, spaces trimmed) */
-    int difficult;               /* 0 or 1 (0 when absent) */
+    char name[MPX_VOC_NAME_MAX];   /* class name as written (entities decoded, spaces trimmed) */
+    int difficult;                 /* 0 or 1 (0 when absent) */
     double xmin, ymin, xmax, ymax; /* <bndbox> as written, in pixels */
 } mpx_voc_object;
 
@@ -116,7 +116,7 @@ typedef struct {
 typedef enum { MPX_VOC_LAYOUT_VOC = 1, MPX_VOC_LAYOUT_RACCOON } mpx_voc_layout;
 
 typedef struct {
-    char root[1024];       /* the dataset folder found (inside the archive for a .tar.gz) */
+    char root[1024]; /* the dataset folder found (inside the archive for a .tar.gz) */
     mpx_voc_layout layout;
     char split_rule[1200]; /* the file the split came from, or "hash" (see data/README.md) */
     int64_t annotations;   /* annotation files parsed (all splits) */
@@ -180,8 +180,8 @@ typedef struct {
 /* Render scene `index` into image[size, size, 3] with its boxes (the pasted rectangles clipped
  * to the scene, / size, in paint order) and *count; `layout` (may be NULL) receives what was
  * drawn. Allocates scratch per call (the loader keeps its own). */
-mpx_status mpx_scenes_render(const mpx_scenes *s, int64_t index, uint8_t *image,
-                             mpx_det_box *boxes, int *count, mpx_scene_layout *layout);
+mpx_status mpx_scenes_render(const mpx_scenes *s, int64_t index, uint8_t *image, mpx_det_box *boxes,
+                             int *count, mpx_scene_layout *layout);
 /* All n scenes into an in-memory dataset (ids "scene-<i>"), rendered in parallel. */
 mpx_status mpx_scenes_render_dataset(const mpx_scenes *s, mpx_det_dataset *out);
 
@@ -218,13 +218,13 @@ mpx_det_loader_config mpx_det_loader_config_eval(int batch_size);
  * keeping the boxes whose centre lies strictly inside it (clipped to it); the cut-out
  * resized to size x size; then `flip` mirrors x. Identity values when a step is off. */
 typedef struct {
-    float brightness; /* added to every channel, in [-32, 32] (0: off) */
-    float contrast;   /* multiplier in [0.5, 1.5] (1: off) */
-    float saturation; /* x = gray + saturation (x - gray), in [0.5, 1.5] (1: off) */
-    float hue;        /* chroma rotation in degrees (YIQ), in [-18, 18] (0: off) */
+    float brightness;  /* added to every channel, in [-32, 32] (0: off) */
+    float contrast;    /* multiplier in [0.5, 1.5] (1: off) */
+    float saturation;  /* x = gray + saturation (x - gray), in [0.5, 1.5] (1: off) */
+    float hue;         /* chroma rotation in degrees (YIQ), in [-18, 18] (0: off) */
     int contrast_last; /* 1: contrast after saturation and hue, 0: right after brightness */
     int canvas_w, canvas_h, left, top;
-    float min_iou; /* the crop's constraint: -1 no crop drawn, 0 any, else 0.1 .. 0.9 */
+    float min_iou; /* the crop's constraint: 0 any, 0.1 .. 0.9; -1 no crop (mode "none" drawn) */
     int crop_x, crop_y, crop_w, crop_h;
     int flip;
 } mpx_det_augment;
@@ -233,8 +233,8 @@ typedef struct {
  * the given boxes, exactly as the loader does (stream MPX_RNG_AUGMENT, counters from
  * (epoch << 40) | (example << 12)). */
 mpx_status mpx_det_augment_draw(const mpx_det_loader_config *cfg, int src_size,
-                                const mpx_det_box *boxes, int count, int64_t epoch,
-                                int64_t example, mpx_det_augment *out);
+                                const mpx_det_box *boxes, int count, int64_t epoch, int64_t example,
+                                mpx_det_augment *out);
 /* Apply it: dst[N, N, 3] = normalise(augment(src[src_size, src_size, 3])), N = cfg->size (or
  * src_size), with the transformed boxes in out_boxes and their number in *out_count.
  * Allocates scratch per call (the loader keeps its own). */
