@@ -91,7 +91,6 @@ mpx_status mpx_scenes_create(const mpx_dataset *objects, const mpx_scene_config 
 
 void mpx_scenes_free(mpx_scenes *s) { free(s); }
 const mpx_scene_config *mpx_scenes_config(const mpx_scenes *s) { return &s->cfg; }
-const mpx_dataset *mpx_scenes_objects(const mpx_scenes *s) { return s->pool; }
 
 void mpx_scene_scratch_free(mpx_scene_scratch *s) {
     free(s->owner);

@@ -146,6 +146,19 @@ static void check_rows(const mpx_det_dataset *ds, const mpx_scenes *sc,
 static void test_dataset(void) {
     mpx_det_dataset ds;
     make_dataset(&ds);
+    /* channel statistics against a direct double-precision sum (float results: 1e-6) */
+    float mean[3], std[3];
+    mpx_det_dataset_channel_stats(&ds, mean, std);
+    for (int c = 0; c < 3; c++) {
+        double sum = 0, sq = 0, cnt = (double)N * S * S;
+        for (size_t p = c; p < (size_t)N * S * S * 3; p += 3) {
+            sum += ds.images[p] / 255.0;
+            sq += (ds.images[p] / 255.0) * (ds.images[p] / 255.0);
+        }
+        double m = sum / cnt, sd = sqrt(sq / cnt - m * m);
+        CHECK(fabs(mean[c] - m) < 1e-6 && fabs(std[c] - sd) < 1e-6,
+              "channel %d stats %g %g, expected %g %g", c, mean[c], std[c], m, sd);
+    }
     mpx_det_loader_config cfg = mpx_det_loader_config_train(4, 42);
     cfg.drop_last = 0; /* 3 batches per epoch: 4, 4, 2 */
     cfg.size = 48;

@@ -163,7 +163,6 @@ mpx_status mpx_scenes_create(const mpx_dataset *objects, const mpx_scene_config 
                              mpx_scenes **out);
 void mpx_scenes_free(mpx_scenes *s);
 const mpx_scene_config *mpx_scenes_config(const mpx_scenes *s);
-const mpx_dataset *mpx_scenes_objects(const mpx_scenes *s);
 
 typedef struct {
     int64_t source; /* index of the pasted image in the object pool */
@@ -224,7 +223,7 @@ typedef struct {
     float hue;         /* chroma rotation in degrees (YIQ), in [-18, 18] (0: off) */
     int contrast_last; /* 1: contrast after saturation and hue, 0: right after brightness */
     int canvas_w, canvas_h, left, top;
-    float min_iou; /* the crop's constraint: 0 any, 0.1 .. 0.9; -1 no crop (mode "none" drawn) */
+    float min_iou; /* the crop's constraint: 0 any, 0.1 .. 0.9; -1 no crop ("none" drawn) */
     int crop_x, crop_y, crop_w, crop_h;
     int flip;
 } mpx_det_augment;
