@@ -225,27 +225,6 @@ static mpx_status decode_records(const char *archive, const collection *c, size_
     return MPX_OK;
 }
 
-/* Check the archive against a SHA256SUMS beside it, when there is one listing it. */
-static mpx_status check_archive_sum(const char *archive, char hex[65]) {
-    MPX_TRY(mpx_sha256_file(archive, hex));
-    char sums[1200], *text;
-    size_t n;
-    const char *slash = strrchr(archive, '/');
-    const char *base = slash ? slash + 1 : archive;
-    int dirlen = slash ? (int)(slash - archive) : 1;
-    snprintf(sums, sizeof sums, "%.*s/SHA256SUMS", dirlen, slash ? archive : ".");
-    if (mpx_fs_file_size(sums) < 0) return MPX_OK;
-    MPX_TRY(mpx_fs_read_all(sums, &text, &n));
-    char want[65];
-    int listed = mpx_sha256_manifest_lookup(text, base, want);
-    free(text);
-    if (listed && strcmp(want, hex) != 0)
-        return mpx_fail(MPX_ERR_INPUT,
-                        "archive '%s' has sha256 %s but '%s' lists %s (corrupt copy)", archive, hex,
-                        sums, want);
-    return MPX_OK;
-}
-
 mpx_status mpx_cifar10_convert(const char *archive, const char *batches_dir, int64_t n_train,
                                int64_t n_test) {
     if (n_train <= 0 || n_test <= 0 || n_train % 10 || n_test % 10)
@@ -254,7 +233,7 @@ mpx_status mpx_cifar10_convert(const char *archive, const char *batches_dir, int
                         "multiples of 10",
                         (long long)n_train, (long long)n_test);
     char archive_sha[65];
-    MPX_TRY(check_archive_sum(archive, archive_sha));
+    MPX_TRY(mpx_sha256_check_beside(archive, archive_sha, NULL));
     MPX_TRY(mpx_fs_mkdirs(batches_dir));
     collection c = {0};
     const int64_t n[2] = {n_train, n_test};

@@ -3,7 +3,10 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "data/fsutil.h"
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -120,4 +123,25 @@ int mpx_sha256_manifest_lookup(const char *text, const char *name, char hex[65])
         line = end ? end + 1 : NULL;
     }
     return 0;
+}
+
+mpx_status mpx_sha256_check_beside(const char *path, char hex[65], int *listed) {
+    if (listed) *listed = 0;
+    MPX_TRY(mpx_sha256_file(path, hex));
+    char sums[1200], *text;
+    size_t n;
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    int dirlen = slash ? (int)(slash - path) : 1;
+    snprintf(sums, sizeof sums, "%.*s/SHA256SUMS", dirlen, slash ? path : ".");
+    if (mpx_fs_file_size(sums) < 0) return MPX_OK;
+    MPX_TRY(mpx_fs_read_all(sums, &text, &n));
+    char want[65];
+    int found = mpx_sha256_manifest_lookup(text, base, want);
+    free(text);
+    if (found && strcmp(want, hex) != 0)
+        return mpx_fail(MPX_ERR_INPUT, "'%s' has sha256 %s but '%s' lists %s (corrupt copy)", path,
+                        hex, sums, want);
+    if (listed) *listed = found;
+    return MPX_OK;
 }

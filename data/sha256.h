@@ -27,5 +27,8 @@ mpx_status mpx_sha256_file(const char *path, char hex[65]);
 /* Look up `name` in a sha256sum-format manifest (lines "<hex>  name" or "<hex> *name");
  * 1 and hex filled when listed, 0 when not. */
 int mpx_sha256_manifest_lookup(const char *manifest_text, const char *name, char hex[65]);
+/* Hash the file at `path`; when a SHA256SUMS beside it lists its base name, the two must agree
+ * (MPX_ERR_INPUT naming both otherwise). *listed (may be NULL): 1 when it was listed. */
+mpx_status mpx_sha256_check_beside(const char *path, char hex[65], int *listed);
 
 #endif

@@ -1,0 +1,349 @@
+/* det_loader.c — the detection batch loader, the same design as data/loader.c: a worker thread
+ * fills a ring of prefetch + 1 preallocated batch slots ahead of the caller.
+ *
+ * Batch g (counted from epoch 0, batch 0) is epoch g / bpe, index g % bpe. An epoch's order is
+ * a Fisher-Yates permutation from stream MPX_RNG_DATA_ORDER at counter epoch << 40; example
+ * i's augmentation comes from MPX_RNG_AUGMENT keyed by (epoch, i) (det_augment.c); a scene is
+ * a pure function of its index (det_scenes.c). A batch is therefore a pure function of
+ * (seed, g) whatever the thread timing, prefetch depth, thread count or restarts. Nothing is
+ * allocated per batch: scratch buffers belong to the worker's threads and only grow.
+ */
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/det_augment.h"
+#include "data/det_scenes.h"
+#include "mpx/detect.h"
+#include "mpx/rng.h"
+
+enum { SLOT_FREE, SLOT_READY, SLOT_HELD };
+
+typedef struct {
+    float *x, *boxes;
+    int32_t *labels, *counts;
+    uint8_t *difficult;
+    int64_t *index;
+    int n;
+    int64_t g; /* global batch number */
+    int state;
+    mpx_status status;
+    char msg[1024];
+} slot;
+
+typedef struct {    /* per OpenMP thread of the worker */
+    uint8_t *image; /* a rendered scene [S, S, 3] */
+    mpx_scene_scratch scene;
+    mpx_det_aug_scratch aug;
+    mpx_det_box boxes[MPX_DET_MAX_BOXES], out[MPX_DET_MAX_BOXES];
+} scratch;
+
+struct mpx_det_loader {
+    mpx_det_loader_config cfg;
+    const mpx_det_dataset *ds;
+    const mpx_scenes *scenes;
+    int64_t n, bpe;
+    int src_size, out_size;
+    int64_t start_g, consumed;
+    int held; /* slot held by the caller, -1 when none */
+    int nslots;
+    slot *slots;
+    int64_t *perm, perm_epoch; /* worker-owned */
+    scratch *scr;              /* [cfg.threads] */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t ready, freed;
+    int stop;
+};
+
+mpx_det_loader_config mpx_det_loader_config_train(int batch_size, uint64_t seed) {
+    mpx_det_loader_config c;
+    memset(&c, 0, sizeof c);
+    c.batch_size = batch_size;
+    c.seed = seed;
+    c.shuffle = 1;
+    c.drop_last = 1;
+    c.expand = 1;
+    c.expand_max = 4;
+    c.crop = 1;
+    c.flip = 1;
+    for (int ch = 0; ch < 3; ch++) c.std[ch] = 1;
+    c.prefetch = 2;
+    c.threads = 1;
+    return c;
+}
+
+mpx_det_loader_config mpx_det_loader_config_eval(int batch_size) {
+    mpx_det_loader_config c = mpx_det_loader_config_train(batch_size, 0);
+    c.shuffle = 0;
+    c.drop_last = 0;
+    c.expand = c.crop = c.flip = 0;
+    return c;
+}
+
+static void shuffle_epoch(mpx_det_loader *L, int64_t epoch) {
+    for (int64_t i = 0; i < L->n; i++) L->perm[i] = i;
+    mpx_rng r = mpx_rng_make(L->cfg.seed, MPX_RNG_DATA_ORDER, (uint64_t)epoch << 40);
+    for (int64_t i = L->n - 1; i > 0; i--) {
+        int64_t j = mpx_rng_below(&r, (uint32_t)(i + 1));
+        int64_t t = L->perm[i];
+        L->perm[i] = L->perm[j];
+        L->perm[j] = t;
+    }
+    L->perm_epoch = epoch;
+}
+
+/* Example `ex` of `epoch` into row j of the slot. */
+static mpx_status fill_one(mpx_det_loader *L, scratch *s, int64_t epoch, int64_t ex, slot *sl,
+                           int j) {
+    const uint8_t *img;
+    int count;
+    if (L->ds) {
+        img = mpx_det_dataset_image(L->ds, ex);
+        count = L->ds->counts[ex];
+        memcpy(s->boxes, L->ds->boxes + ex * MPX_DET_MAX_BOXES, (size_t)count * sizeof *s->boxes);
+    } else {
+        MPX_TRY(mpx_scenes_render_with(L->scenes, ex, s->image, s->boxes, &count, NULL, &s->scene));
+        img = s->image;
+    }
+    mpx_det_augment a;
+    mpx_det_augment_draw_unchecked(&L->cfg, L->src_size, s->boxes, count, epoch, ex, &a);
+    int N = L->out_size, kept;
+    MPX_TRY(mpx_det_augment_apply_with(&L->cfg, &a, img, L->src_size, s->boxes, count, N,
+                                       sl->x + (size_t)j * N * N * 3, s->out, &kept, &s->aug));
+    float *bx = sl->boxes + (size_t)j * MPX_DET_MAX_BOXES * 4;
+    int32_t *lab = sl->labels + (size_t)j * MPX_DET_MAX_BOXES;
+    uint8_t *dif = sl->difficult + (size_t)j * MPX_DET_MAX_BOXES;
+    for (int k = 0; k < MPX_DET_MAX_BOXES; k++) {
+        const mpx_det_box *b = &s->out[k];
+        int on = k < kept;
+        bx[4 * k] = on ? b->xmin : 0;
+        bx[4 * k + 1] = on ? b->ymin : 0;
+        bx[4 * k + 2] = on ? b->xmax : 0;
+        bx[4 * k + 3] = on ? b->ymax : 0;
+        lab[k] = on ? b->label : -1;
+        dif[k] = (uint8_t)(on ? b->difficult : 0);
+    }
+    sl->counts[j] = kept;
+    sl->index[j] = ex;
+    return MPX_OK;
+}
+
+static void clear_row(mpx_det_loader *L, slot *sl, int j) {
+    size_t per = (size_t)L->out_size * L->out_size * 3;
+    memset(sl->x + (size_t)j * per, 0, per * sizeof(float));
+    memset(sl->boxes + (size_t)j * MPX_DET_MAX_BOXES * 4, 0, MPX_DET_MAX_BOXES * 4 * sizeof(float));
+    memset(sl->difficult + (size_t)j * MPX_DET_MAX_BOXES, 0, MPX_DET_MAX_BOXES);
+    for (int k = 0; k < MPX_DET_MAX_BOXES; k++) sl->labels[(size_t)j * MPX_DET_MAX_BOXES + k] = -1;
+    sl->counts[j] = 0;
+    sl->index[j] = -1;
+}
+
+static void fill(mpx_det_loader *L, slot *sl, int64_t g) {
+    int64_t epoch = g / L->bpe, first = (g % L->bpe) * L->cfg.batch_size;
+    int B = L->cfg.batch_size;
+    int count = (int)(L->n - first < B ? L->n - first : B);
+    if (L->cfg.shuffle && L->perm_epoch != epoch) shuffle_epoch(L, epoch);
+    sl->g = g;
+    sl->n = count;
+    sl->status = MPX_OK;
+    sl->msg[0] = '\0';
+    int failed = 0;
+#pragma omp parallel for num_threads(L->cfg.threads) schedule(dynamic, 1) if (L->cfg.threads > 1)
+    for (int j = 0; j < count; j++) {
+        int stop;
+#pragma omp atomic read
+        stop = failed;
+        if (stop) continue;
+        int64_t ex = L->cfg.shuffle ? L->perm[first + j] : first + j;
+        mpx_status st = fill_one(L, &L->scr[omp_get_thread_num()], epoch, ex, sl, j);
+        if (st != MPX_OK) {
+#pragma omp critical(mpx_det_loader_error)
+            if (!failed) {
+                sl->status = st;
+                snprintf(sl->msg, sizeof sl->msg, "epoch %lld batch %lld: %s", (long long)epoch,
+                         (long long)(g % L->bpe), mpx_error_message());
+#pragma omp atomic write
+                failed = 1;
+            }
+        }
+    }
+    for (int j = count; j < B; j++) clear_row(L, sl, j);
+}
+
+static void *worker(void *arg) {
+    mpx_det_loader *L = arg;
+    for (int64_t s = 0;; s++) {
+        slot *sl = &L->slots[s % L->nslots];
+        pthread_mutex_lock(&L->mu);
+        while (!L->stop && sl->state != SLOT_FREE) pthread_cond_wait(&L->freed, &L->mu);
+        int stop = L->stop;
+        pthread_mutex_unlock(&L->mu);
+        if (stop) break;
+        fill(L, sl, L->start_g + s);
+        pthread_mutex_lock(&L->mu);
+        sl->state = SLOT_READY;
+        pthread_cond_broadcast(&L->ready);
+        pthread_mutex_unlock(&L->mu);
+        if (sl->status != MPX_OK) break; /* the caller gets the error; nothing more to do */
+    }
+    return NULL;
+}
+
+static int alloc_slot(slot *sl, int B, size_t per) {
+    size_t nb = (size_t)B * MPX_DET_MAX_BOXES;
+    sl->x = calloc((size_t)B * per, sizeof *sl->x);
+    sl->boxes = calloc(nb * 4, sizeof *sl->boxes);
+    sl->labels = calloc(nb, sizeof *sl->labels);
+    sl->difficult = calloc(nb, 1);
+    sl->counts = calloc((size_t)B, sizeof *sl->counts);
+    sl->index = calloc((size_t)B, sizeof *sl->index);
+    return sl->x && sl->boxes && sl->labels && sl->difficult && sl->counts && sl->index;
+}
+
+static mpx_status create(const mpx_det_dataset *ds, const mpx_scenes *scenes,
+                         const mpx_det_loader_config *cfg, mpx_loader_pos start,
+                         mpx_det_loader **out) {
+    *out = NULL;
+    int src = ds ? ds->size : mpx_scenes_config(scenes)->size, N;
+    int64_t n = ds ? ds->n : mpx_scenes_config(scenes)->n;
+    MPX_TRY(mpx_det_augment_check_config(cfg, src, &N));
+    if (ds) MPX_TRY(mpx_det_dataset_validate(ds, "given to the detection loader"));
+    if (n < 1 || n >= ((int64_t)1 << 28))
+        return mpx_fail(MPX_ERR_INPUT, "detection loader: %lld examples (1 .. 2^28 - 1 supported)",
+                        (long long)n);
+    int64_t B = cfg->batch_size;
+    int64_t bpe = cfg->drop_last ? n / B : (n + B - 1) / B;
+    if (bpe == 0)
+        return mpx_fail(MPX_ERR_INPUT,
+                        "detection loader: %lld examples make no full batch of %lld (drop_last)",
+                        (long long)n, (long long)B);
+    if (start.epoch < 0 || start.epoch >= ((int64_t)1 << 24) || start.batch < 0 ||
+        start.batch >= bpe)
+        return mpx_fail(MPX_ERR_INPUT,
+                        "detection loader: start position epoch %lld batch %lld is outside epochs "
+                        "[0, 2^24) and batches [0, %lld)",
+                        (long long)start.epoch, (long long)start.batch, (long long)bpe);
+    mpx_det_loader *L = calloc(1, sizeof *L);
+    if (!L) return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the detection loader");
+    L->cfg = *cfg;
+    L->ds = ds;
+    L->scenes = scenes;
+    L->n = n;
+    L->bpe = bpe;
+    L->src_size = src;
+    L->out_size = N;
+    L->start_g = start.epoch * bpe + start.batch;
+    L->held = -1;
+    L->perm_epoch = -1;
+    L->nslots = cfg->prefetch + 1;
+    L->slots = calloc((size_t)L->nslots, sizeof *L->slots);
+    L->scr = calloc((size_t)cfg->threads, sizeof *L->scr);
+    int ok = L->slots && L->scr;
+    if (ok && cfg->shuffle) ok = (L->perm = malloc((size_t)n * sizeof *L->perm)) != NULL;
+    for (int i = 0; ok && i < L->nslots; i++)
+        ok = alloc_slot(&L->slots[i], (int)B, (size_t)N * N * 3);
+    for (int t = 0; ok && scenes && t < cfg->threads; t++)
+        ok = (L->scr[t].image = malloc((size_t)src * src * 3)) != NULL;
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->ready, NULL);
+    pthread_cond_init(&L->freed, NULL);
+    if (!ok) {
+        mpx_det_loader_free(L);
+        return mpx_fail(MPX_ERR_NOMEM, "out of memory for %d detection batches of [%lld,%d,%d,3]",
+                        cfg->prefetch + 1, (long long)B, N, N);
+    }
+    if (pthread_create(&L->thread, NULL, worker, L) != 0) {
+        mpx_det_loader_free(L);
+        return mpx_fail(MPX_ERR_IO, "detection loader: cannot start the worker thread");
+    }
+    L->thread_started = 1;
+    *out = L;
+    return MPX_OK;
+}
+
+mpx_status mpx_det_loader_create(const mpx_det_dataset *ds, const mpx_det_loader_config *cfg,
+                                 mpx_loader_pos start, mpx_det_loader **out) {
+    return create(ds, NULL, cfg, start, out);
+}
+
+mpx_status mpx_det_loader_create_scenes(const mpx_scenes *s, const mpx_det_loader_config *cfg,
+                                        mpx_loader_pos start, mpx_det_loader **out) {
+    return create(NULL, s, cfg, start, out);
+}
+
+mpx_status mpx_det_loader_next(mpx_det_loader *L, mpx_det_batch *out) {
+    pthread_mutex_lock(&L->mu);
+    if (L->held >= 0) {
+        L->slots[L->held].state = SLOT_FREE;
+        L->held = -1;
+        pthread_cond_broadcast(&L->freed);
+    }
+    int idx = (int)(L->consumed % L->nslots);
+    slot *sl = &L->slots[idx];
+    while (sl->state != SLOT_READY) pthread_cond_wait(&L->ready, &L->mu);
+    if (sl->status != MPX_OK) {
+        mpx_status st = sl->status;
+        pthread_mutex_unlock(&L->mu);
+        return mpx_fail(st, "%s", sl->msg);
+    }
+    sl->state = SLOT_HELD;
+    L->held = idx;
+    L->consumed++;
+    pthread_mutex_unlock(&L->mu);
+    out->x = sl->x;
+    out->boxes = sl->boxes;
+    out->labels = sl->labels;
+    out->difficult = sl->difficult;
+    out->counts = sl->counts;
+    out->index = sl->index;
+    out->n = sl->n;
+    out->batch_size = L->cfg.batch_size;
+    out->size = L->out_size;
+    out->pos.epoch = sl->g / L->bpe;
+    out->pos.batch = sl->g % L->bpe;
+    return MPX_OK;
+}
+
+mpx_loader_pos mpx_det_loader_position(const mpx_det_loader *L) {
+    int64_t g = L->start_g + L->consumed;
+    mpx_loader_pos p = {g / L->bpe, g % L->bpe};
+    return p;
+}
+
+int64_t mpx_det_loader_batches_per_epoch(const mpx_det_loader *L) { return L->bpe; }
+
+void mpx_det_loader_free(mpx_det_loader *L) {
+    if (!L) return;
+    if (L->thread_started) {
+        pthread_mutex_lock(&L->mu);
+        L->stop = 1;
+        pthread_cond_broadcast(&L->freed);
+        pthread_mutex_unlock(&L->mu);
+        pthread_join(L->thread, NULL);
+    }
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->ready);
+    pthread_cond_destroy(&L->freed);
+    for (int i = 0; L->slots && i < L->nslots; i++) {
+        slot *sl = &L->slots[i];
+        free(sl->x);
+        free(sl->boxes);
+        free(sl->labels);
+        free(sl->difficult);
+        free(sl->counts);
+        free(sl->index);
+    }
+    for (int t = 0; L->scr && t < L->cfg.threads; t++) {
+        free(L->scr[t].image);
+        mpx_scene_scratch_free(&L->scr[t].scene);
+        mpx_det_aug_scratch_free(&L->scr[t].aug);
+    }
+    free(L->slots);
+    free(L->scr);
+    free(L->perm);
+    free(L);
+}
