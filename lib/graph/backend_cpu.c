@@ -51,6 +51,45 @@ static int64_t cpu_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n
     return bad;
 }
 
+static double cpu_sumsq(const float *x, size_t n) {
+    /* Fixed blocks reduced in order: the same result whatever the thread count. */
+    enum { BLOCK = 4096 };
+    size_t nb = (n + BLOCK - 1) / BLOCK;
+    double total = 0;
+    for (size_t b = 0; b < nb; b++) {
+        double s = 0;
+        size_t hi = (b + 1) * BLOCK < n ? (b + 1) * BLOCK : n;
+        for (size_t i = b * BLOCK; i < hi; i++) s += (double)x[i] * x[i];
+        total += s;
+    }
+    return total;
+}
+
+/* SGD (PyTorch semantics): g' = clip g + wd w; v = m v + g'; w -= lr (nesterov ? g' + m v : v). */
+static void cpu_sgd_update(float *w, const float *g, float *v, size_t n, const mpx_sgd_step *s) {
+    const float lr = s->lr, mom = s->momentum, wd = s->wd, clip = s->clip;
+    const int nest = s->nesterov;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t k = 0; k < n; k++) {
+        float gk = g[k] * clip + wd * w[k];
+        v[k] = mom * v[k] + gk;
+        w[k] -= lr * (nest ? gk + mom * v[k] : v[k]);
+    }
+}
+
+/* AdamW (decoupled weight decay, bias-corrected moments). */
+static void cpu_adamw_update(float *w, const float *g, float *m, float *v, size_t n,
+                             const mpx_adamw_step *s) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t k = 0; k < n; k++) {
+        float gk = g[k] * s->clip;
+        m[k] = s->beta1 * m[k] + s->one_minus_beta1 * gk;
+        v[k] = s->beta2 * v[k] + s->one_minus_beta2 * gk * gk;
+        float mhat = m[k] / s->bias_corr1, vhat = v[k] / s->bias_corr2;
+        w[k] -= s->lr * (mhat / (sqrtf(vhat) + s->eps) + s->wd * w[k]);
+    }
+}
+
 static const mpx_backend g_cpu = {
     .name = "cpu",
     .device = MPX_DEV_CPU,
@@ -67,6 +106,9 @@ static const mpx_backend g_cpu = {
     .abs_quantile = mpx_abs_quantile_nonzero,
     .accumulate = cpu_accumulate,
     .unscale_accumulate = cpu_unscale_accumulate,
+    .sumsq = cpu_sumsq,
+    .sgd_update = cpu_sgd_update,
+    .adamw_update = cpu_adamw_update,
     .conv2d_forward = mpx_conv2d_forward_cpu,
     .conv2d_backward_data = mpx_conv2d_backward_data_cpu,
     .conv2d_backward_weights = mpx_conv2d_backward_weights_cpu,

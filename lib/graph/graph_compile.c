@@ -209,7 +209,9 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
     const char *missing = !g->be->decode ? "decode" : !g->be->moments ? "moments"
                         : !g->be->accumulate ? "accumulate"
                         : !g->be->unscale_accumulate ? "unscale_accumulate"
-                        : !g->be->abs_quantile ? "abs_quantile" : NULL;
+                        : !g->be->abs_quantile ? "abs_quantile"
+                        : !g->be->sumsq ? "sumsq" : !g->be->sgd_update ? "sgd_update"
+                        : !g->be->adamw_update ? "adamw_update" : NULL;
     if (missing)
         return g->status = mpx_fail(MPX_ERR_UNSUPPORTED,
                                     "the %s backend cannot run graphs yet (no %s)", g->be->name,
@@ -334,6 +336,8 @@ void mpx_graph_set_node_state(mpx_graph *g, int node, const mpx_node_state *s) {
     n->als_unbound = s->als_unbound;
     n->als_valid = s->als_valid;
 }
+
+const mpx_backend *mpx_graph_backend(const mpx_graph *g) { return g->be; }
 
 void mpx_graph_download(const mpx_graph *g, void *host, const void *src, size_t bytes) {
     g->be->download(host, src, bytes);

@@ -120,10 +120,10 @@ mpx_status mpx_checkpoint_write(const char *path, const mpx_checkpoint_state *s)
         record(&w, TAG_OPT, len);
         put_u32(&w, (uint32_t)ns);
         put_u64(&w, (uint64_t)mpx_optimizer_steps(s->opt));
-        /* Optimizer state is host memory on every backend today. */
         for (int i = 0; i < mpx_graph_n_params(g); i++)
             for (int k = 0; k < ns; k++)
-                put(&w, mpx_optimizer_state(s->opt, i, k), (size_t)mpx_graph_param(g, i)->numel * 4);
+                put_floats(&w, g, mpx_optimizer_state(s->opt, i, k), mpx_graph_param(g, i)->numel,
+                           host);
     }
     if (s->scaler) {
         record(&w, TAG_SCALER, sizeof(mpx_scaler));
@@ -315,10 +315,11 @@ static mpx_status visit_restore(reader *r, uint32_t tag, void *ctx) {
         if (take(r, &ns, 4) || take(r, &steps, 8) || (int)ns != mpx_optimizer_n_state(x->s->opt))
             return mpx_fail(MPX_ERR_INPUT, "checkpoint '%s' holds another optimizer's state", r->path);
         for (int i = 0; i < mpx_graph_n_params(g); i++)
-            for (uint32_t k = 0; k < ns; k++)
-                if (take(r, mpx_optimizer_state(x->s->opt, i, (int)k),
-                         (size_t)mpx_graph_param(g, i)->numel * 4))
-                    return corrupt(r->path, "truncated optimizer state");
+            for (uint32_t k = 0; k < ns; k++) {
+                size_t bytes = (size_t)mpx_graph_param(g, i)->numel * 4;
+                if (take(r, x->host, bytes)) return corrupt(r->path, "truncated optimizer state");
+                mpx_graph_upload(g, mpx_optimizer_state(x->s->opt, i, (int)k), x->host, bytes);
+            }
         mpx_optimizer_set_steps(x->s->opt, steps);
         return MPX_OK;
     }

@@ -1,7 +1,9 @@
 /* optim.c — SGD with momentum and AdamW on FP32 masters, global-norm clipping.
  *
- * Gradient norms are reduced per parameter in double over fixed blocks, so the result does not
- * depend on the thread count (determinism: same seed and threads -> same trajectory).
+ * The update rules run on the graph's backend (mpx_backend.sgd_update / adamw_update), next to
+ * the masters and gradients; state (momentum, Adam moments) is allocated there too. The
+ * gradient norm is reduced per parameter in double over fixed blocks, so results do not depend
+ * on the thread count (same seed and threads -> same trajectory).
  */
 #include "mpx/optim.h"
 
@@ -9,11 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpx/backend.h"
+
 struct mpx_optimizer {
     mpx_graph *g;
+    const mpx_backend *be;
     mpx_optim_cfg cfg;
     int n_state;      /* 1 for SGD (momentum), 2 for AdamW (m, v) */
-    float **state;    /* [n_params * n_state] */
+    float **state;    /* [n_params * n_state], backend memory */
     int64_t steps;
 };
 
@@ -24,9 +29,12 @@ int mpx_optimizer_parse(const char *name) {
 }
 
 mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_optimizer **out) {
+    const mpx_backend *be = mpx_graph_backend(g);
+    if (!be) return mpx_fail(MPX_ERR_INTERNAL, "optimizer: the graph is not compiled");
     mpx_optimizer *o = mpx_calloc(1, sizeof *o);
     if (!o) return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the optimizer");
     o->g = g;
+    o->be = be;
     o->cfg = *cfg;
     o->n_state = cfg->kind == MPX_OPT_ADAMW ? 2 : 1;
     int np = mpx_graph_n_params(g);
@@ -37,10 +45,10 @@ mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_opti
     }
     for (int i = 0; i < np * o->n_state; i++) {
         int64_t n = mpx_graph_param(g, i / o->n_state)->numel;
-        o->state[i] = mpx_calloc((size_t)n, sizeof(float));
+        o->state[i] = be->alloc((size_t)n * sizeof(float)); /* zeroed */
         if (!o->state[i]) {
             mpx_optimizer_free(o);
-            return mpx_fail(MPX_ERR_NOMEM, "out of memory for optimizer state");
+            return mpx_fail(MPX_ERR_NOMEM, "out of memory for optimizer state on %s", be->name);
         }
     }
     *out = o;
@@ -50,7 +58,8 @@ mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_opti
 void mpx_optimizer_free(mpx_optimizer *o) {
     if (!o) return;
     int np = mpx_graph_n_params(o->g);
-    for (int i = 0; i < np * o->n_state; i++) free(o->state[i]);
+    for (int i = 0; i < np * o->n_state; i++)
+        if (o->state[i]) o->be->free(o->state[i]);
     free(o->state);
     free(o);
 }
@@ -62,26 +71,13 @@ float *mpx_optimizer_state(mpx_optimizer *o, int param, int k) {
 int64_t mpx_optimizer_steps(const mpx_optimizer *o) { return o->steps; }
 void mpx_optimizer_set_steps(mpx_optimizer *o, int64_t steps) { o->steps = steps; }
 
-static double sumsq(const float *x, int64_t n) {
-    enum { BLOCK = 4096 };
-    int64_t nb = (n + BLOCK - 1) / BLOCK;
-    double total = 0;
-    for (int64_t b = 0; b < nb; b++) {
-        double s = 0;
-        int64_t hi = (b + 1) * BLOCK < n ? (b + 1) * BLOCK : n;
-        for (int64_t i = b * BLOCK; i < hi; i++) s += (double)x[i] * x[i];
-        total += s;
-    }
-    return total;
-}
-
 mpx_status mpx_optimizer_step(mpx_optimizer *o, double lr, double *grad_norm) {
     const mpx_optim_cfg *c = &o->cfg;
     int np = mpx_graph_n_params(o->g);
     double ss = 0;
     for (int i = 0; i < np; i++) {
         mpx_param *p = mpx_graph_param(o->g, i);
-        ss += sumsq(p->grad, p->numel);
+        ss += o->be->sumsq(p->grad, (size_t)p->numel);
     }
     double norm = sqrt(ss);
     if (grad_norm) *grad_norm = norm;
@@ -89,37 +85,26 @@ mpx_status mpx_optimizer_step(mpx_optimizer *o, double lr, double *grad_norm) {
         return mpx_fail(MPX_ERR_NUMERIC, "non-finite gradient norm reached the optimizer");
     float clip = c->clip_norm > 0 && norm > c->clip_norm ? (float)(c->clip_norm / norm) : 1.0f;
     o->steps++;
-    const float flr = (float)lr;
     for (int i = 0; i < np; i++) {
         mpx_param *p = mpx_graph_param(o->g, i);
-        float *w = p->master, *g = p->grad;
         const float wd = p->decay ? (float)c->weight_decay : 0.0f;
-        const int64_t n = p->numel;
         if (c->kind == MPX_OPT_SGD) {
-            float *v = o->state[i];
-            const float mom = (float)c->momentum;
-            const int nest = c->nesterov;
-#pragma omp parallel for schedule(static) if (n > 65536)
-            for (int64_t k = 0; k < n; k++) {
-                float gk = g[k] * clip + wd * w[k];
-                v[k] = mom * v[k] + gk;
-                w[k] -= flr * (nest ? gk + mom * v[k] : v[k]);
-            }
+            mpx_sgd_step s = {(float)lr, (float)c->momentum, wd, clip, c->nesterov};
+            o->be->sgd_update(p->master, p->grad, o->state[i], (size_t)p->numel, &s);
         } else {
-            float *m = o->state[2 * i], *v = o->state[2 * i + 1];
             /* 1 - beta in double first: 1 - (float)0.999 is off by 1.3e-5 relative. */
-            const float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
-            const float ob1 = (float)(1.0 - c->beta1), ob2 = (float)(1.0 - c->beta2);
-            const float bc1 = (float)(1.0 - pow(c->beta1, (double)o->steps));
-            const float bc2 = (float)(1.0 - pow(c->beta2, (double)o->steps));
-#pragma omp parallel for schedule(static) if (n > 65536)
-            for (int64_t k = 0; k < n; k++) {
-                float gk = g[k] * clip;
-                m[k] = b1 * m[k] + ob1 * gk;
-                v[k] = b2 * v[k] + ob2 * gk * gk;
-                float mhat = m[k] / bc1, vhat = v[k] / bc2;
-                w[k] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * w[k]);
-            }
+            mpx_adamw_step s = {(float)lr,
+                                (float)c->beta1,
+                                (float)c->beta2,
+                                (float)(1.0 - c->beta1),
+                                (float)(1.0 - c->beta2),
+                                (float)c->eps,
+                                (float)(1.0 - pow(c->beta1, (double)o->steps)),
+                                (float)(1.0 - pow(c->beta2, (double)o->steps)),
+                                wd,
+                                clip};
+            o->be->adamw_update(p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
+                                (size_t)p->numel, &s);
         }
     }
     return MPX_OK;

@@ -20,6 +20,16 @@
 extern "C" {
 #endif
 
+/* One optimizer step's constants, as the update kernels take them. `clip` multiplies the
+ * gradient (global-norm clipping); `wd` is 0 for parameters without weight decay. */
+typedef struct {
+    float lr, momentum, wd, clip;
+    int nesterov;
+} mpx_sgd_step;
+typedef struct {
+    float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, bias_corr1, bias_corr2, wd, clip;
+} mpx_adamw_step;
+
 typedef struct mpx_backend {
     const char *name;
     mpx_device device;
@@ -45,6 +55,12 @@ typedef struct mpx_backend {
      * round_to_storage is set (the 2019 code's FP16 unscale); returns non-finite count. */
     int64_t (*unscale_accumulate)(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
                                   int round_to_storage, float *acc);
+
+    /* optimizer updates on FP32 masters (optim.h gives the rules) */
+    double (*sumsq)(const float *x, size_t n); /* sum of squares, double, thread-count independent */
+    void (*sgd_update)(float *w, const float *g, float *v, size_t n, const mpx_sgd_step *s);
+    void (*adamw_update)(float *w, const float *g, float *m, float *v, size_t n,
+                         const mpx_adamw_step *s);
 
     /* operators (ops.h) */
     mpx_status (*conv2d_forward)(const mpx_conv2d_attr *, const mpx_tensor *, const mpx_tensor *,

@@ -176,6 +176,8 @@ typedef struct {
 int mpx_graph_n_nodes(const mpx_graph *g);
 void mpx_graph_get_node_state(const mpx_graph *g, int node, mpx_node_state *s);
 void mpx_graph_set_node_state(mpx_graph *g, int node, const mpx_node_state *s);
+/* The backend the graph runs on (after compile). */
+const struct mpx_backend *mpx_graph_backend(const mpx_graph *g);
 /* Copy between backend memory (parameters, buffers) and the host. */
 void mpx_graph_download(const mpx_graph *g, void *host, const void *src, size_t bytes);
 void mpx_graph_upload(const mpx_graph *g, void *dst, const void *host, size_t bytes);
