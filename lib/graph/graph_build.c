@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "graph_internal.h"
+#include "mpx/ssd.h"
 
 int graph_fail(mpx_graph *g, mpx_status st) {
     if (g->status == MPX_OK) g->status = st;
@@ -52,6 +53,14 @@ static int check_tensor(mpx_graph *g, const char *node, int t) {
     if (g->tensors[t].is_label)
         return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "node '%s': tensor '%s' holds labels", node,
                                       g->tensors[t].name));
+    return 0;
+}
+
+/* An int32 input (ids, masks, labels). */
+static int check_ids(mpx_graph *g, const char *node, int t, const char *what) {
+    if (t < 0 || t >= g->n_tensors || !g->tensors[t].is_label)
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "node '%s': %s must be an int32 input", node,
+                                      what));
     return 0;
 }
 
@@ -156,6 +165,7 @@ int mpx_g_input(mpx_graph *g, const char *name, mpx_input_kind kind, int ndim, c
     gnode *n = add_node(g, OP_INPUT, name, NULL, 0, ndim, shape);
     if (!n) return -1;
     g->tensors[n->out].is_label = kind == MPX_INPUT_LABELS;
+    if (kind == MPX_INPUT_F32) g->tensors[n->out].role = MPX_ROLE_REDUCTION;
     return n->out;
 }
 
@@ -320,3 +330,219 @@ mpx_status mpx_g_set_init(mpx_graph *g, const char *param_name, mpx_init init) {
         }
     return mpx_fail(MPX_ERR_INPUT, "no parameter named '%s'", param_name);
 }
+
+/* ---- transformer layers ---- */
+
+static gnode *same_shape_node(mpx_graph *g, op_kind op, const char *name, int x) {
+    if (g->status != MPX_OK || check_tensor(g, name, x) < 0) return NULL;
+    const gtensor *xt = &g->tensors[x];
+    int64_t shape[4];
+    memcpy(shape, xt->shape, sizeof shape);
+    return add_node(g, op, name, &x, 1, xt->ndim, shape);
+}
+
+int mpx_g_embedding(mpx_graph *g, const char *name, int ids, int vocab, int dim, mpx_init init) {
+    if (g->status != MPX_OK || check_ids(g, name, ids, "ids") < 0) return -1;
+    const gtensor *it = &g->tensors[ids];
+    if (vocab < 1 || dim < 1 || it->ndim > 3)
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "embedding '%s': vocab %d, dim %d, ids of %d dims",
+                                      name, vocab, dim, it->ndim));
+    int64_t shape[4];
+    memcpy(shape, it->shape, sizeof shape);
+    shape[it->ndim] = dim;
+    gnode *n = add_node(g, OP_EMBEDDING, name, &ids, 1, it->ndim + 1, shape);
+    if (!n) return -1;
+    int64_t ts[2] = {vocab, dim};
+    add_param(g, n, "weight", MPX_ROLE_WEIGHT, 2, ts, 1, init);
+    observe(g, n);
+    return g->status == MPX_OK ? n->out : -1;
+}
+
+int mpx_g_layernorm(mpx_graph *g, const char *name, int x, float eps) {
+    gnode *n = same_shape_node(g, OP_LAYERNORM, name, x);
+    if (!n) return -1;
+    const gtensor *xt = &g->tensors[x];
+    int64_t c = xt->shape[xt->ndim - 1], cs[1] = {c};
+    n->attr.ln.eps = eps;
+    add_param(g, n, "gamma", MPX_ROLE_NORM_PARAM, 1, cs, 0, (mpx_init){MPX_INIT_CONST, 1.0f});
+    add_param(g, n, "beta", MPX_ROLE_NORM_PARAM, 1, cs, 0, (mpx_init){MPX_INIT_CONST, 0.0f});
+    n->n_aux = 2; /* mean, invstd per row */
+    n->aux_numel[0] = n->aux_numel[1] = xt->numel / c;
+    observe(g, n);
+    return g->status == MPX_OK ? n->out : -1;
+}
+
+int mpx_g_gelu(mpx_graph *g, const char *name, int x) {
+    gnode *n = same_shape_node(g, OP_GELU, name, x);
+    return n ? n->out : -1;
+}
+
+int mpx_g_bmm(mpx_graph *g, const char *name, int a, int b, int trans_a, int trans_b, float alpha) {
+    if (g->status != MPX_OK || check_tensor(g, name, a) < 0 || check_tensor(g, name, b) < 0) return -1;
+    const gtensor *at = &g->tensors[a], *bt = &g->tensors[b];
+    int nd = at->ndim;
+    if (nd < 2 || bt->ndim != nd ||
+        memcmp(at->shape, bt->shape, (size_t)(nd - 2) * sizeof(int64_t)) != 0)
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "bmm '%s': '%s' and '%s' need the same batch dims",
+                                      name, at->name, bt->name));
+    int64_t m = trans_a ? at->shape[nd - 1] : at->shape[nd - 2];
+    int64_t ka = trans_a ? at->shape[nd - 2] : at->shape[nd - 1];
+    int64_t kb = trans_b ? bt->shape[nd - 1] : bt->shape[nd - 2];
+    int64_t nn = trans_b ? bt->shape[nd - 2] : bt->shape[nd - 1];
+    if (ka != kb)
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "bmm '%s': inner dims %lld and %lld differ", name,
+                                      (long long)ka, (long long)kb));
+    int64_t shape[4];
+    memcpy(shape, at->shape, sizeof shape);
+    shape[nd - 2] = m;
+    shape[nd - 1] = nn;
+    int in[2] = {a, b};
+    gnode *n = add_node(g, OP_BMM, name, in, 2, nd, shape);
+    if (!n) return -1;
+    n->attr.bmm = (mpx_bmm_attr){trans_a, trans_b, alpha};
+    return n->out;
+}
+
+int mpx_g_softmax(mpx_graph *g, const char *name, int x, int mask, float scale) {
+    if (g->status != MPX_OK || check_tensor(g, name, x) < 0) return -1;
+    if (mask >= 0 && check_ids(g, name, mask, "the mask") < 0) return -1;
+    const gtensor *xt = &g->tensors[x];
+    int in[2] = {x, mask};
+    int64_t shape[4];
+    memcpy(shape, xt->shape, sizeof shape);
+    gnode *n = add_node(g, OP_SOFTMAX, name, in, mask >= 0 ? 2 : 1, xt->ndim, shape);
+    if (!n) return -1;
+    n->attr.softmax.scale = scale;
+    return n->out;
+}
+
+int mpx_g_dropout(mpx_graph *g, const char *name, int x, float p) {
+    if (!(p >= 0 && p < 1))
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "dropout '%s': p = %g outside [0, 1)", name, p));
+    gnode *n = same_shape_node(g, OP_DROPOUT, name, x);
+    if (!n) return -1;
+    n->attr.dropout.p = p;
+    return n->out;
+}
+
+int mpx_g_permute(mpx_graph *g, const char *name, int x, const int perm[4]) {
+    if (g->status != MPX_OK || check_tensor(g, name, x) < 0) return -1;
+    const gtensor *xt = &g->tensors[x];
+    int64_t shape[4] = {1, 1, 1, 1};
+    int seen = 0;
+    for (int i = 0; i < xt->ndim; i++) {
+        if (perm[i] < 0 || perm[i] >= xt->ndim || (seen & (1 << perm[i])))
+            return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "permute '%s': not a permutation", name));
+        seen |= 1 << perm[i];
+        shape[i] = xt->shape[perm[i]];
+    }
+    gnode *n = add_node(g, OP_PERMUTE, name, &x, 1, xt->ndim, shape);
+    if (!n) return -1;
+    memcpy(n->attr.perm, perm, sizeof n->attr.perm);
+    return n->out;
+}
+
+int mpx_g_reshape(mpx_graph *g, const char *name, int x, int ndim, const int64_t *shape) {
+    if (g->status != MPX_OK || check_tensor(g, name, x) < 0) return -1;
+    if (ndim < 1 || ndim > 4 || mpx_shape_numel(ndim, shape) != g->tensors[x].numel)
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "reshape '%s': %lld elements into another count",
+                                      name, (long long)g->tensors[x].numel));
+    gnode *n = add_node(g, OP_RESHAPE, name, &x, 1, ndim, shape);
+    return n ? n->out : -1;
+}
+
+int mpx_g_linear_tied(mpx_graph *g, const char *name, int x, const char *weight_param, int bias) {
+    if (g->status != MPX_OK || check_tensor(g, name, x) < 0) return -1;
+    int pw = -1;
+    for (int i = 0; i < g->n_params; i++)
+        if (strcmp(g->params[i].name, weight_param) == 0) pw = i;
+    if (pw < 0 || g->params[pw].ndim != 2)
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "linear_tied '%s': no 2-D parameter '%s'", name,
+                                      weight_param));
+    const gtensor *xt = &g->tensors[x];
+    int64_t out = g->params[pw].shape[0], in = g->params[pw].shape[1];
+    if (xt->shape[xt->ndim - 1] != in)
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "linear_tied '%s': input has %lld features, '%s' takes %lld",
+                                      name, (long long)xt->shape[xt->ndim - 1], weight_param, (long long)in));
+    int64_t shape[4];
+    memcpy(shape, xt->shape, sizeof shape);
+    shape[xt->ndim - 1] = out;
+    gnode *n = add_node(g, OP_LINEAR_T, name, &x, 1, xt->ndim, shape);
+    if (!n) return -1;
+    n->is_gemm_layer = 1;
+    n->fan_in = out; /* the data-gradient GEMM reduces over OUT */
+    n->param[n->n_param++] = pw; /* shared: the owner node keeps it in its own list */
+    if (bias) {
+        int64_t bs[1] = {out};
+        add_param(g, n, "bias", MPX_ROLE_WEIGHT, 1, bs, 0, (mpx_init){MPX_INIT_CONST, 0.0f});
+    }
+    observe(g, n);
+    return g->status == MPX_OK ? n->out : -1;
+}
+
+/* ---- detection layers ---- */
+
+int mpx_g_concat(mpx_graph *g, const char *name, int n_in, const int *xs, int64_t width) {
+    if (g->status != MPX_OK) return -1;
+    if (n_in < 1 || n_in > MAX_IN || width < 1)
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "concat '%s': %d inputs (1..%d), width %lld",
+                                      name, n_in, MAX_IN, (long long)width));
+    int64_t rows = 0, batch = -1;
+    for (int i = 0; i < n_in; i++) {
+        if (check_tensor(g, name, xs[i]) < 0) return -1;
+        const gtensor *t = &g->tensors[xs[i]];
+        if (batch < 0) batch = t->shape[0];
+        if (t->shape[0] != batch || (t->numel / batch) % width)
+            return graph_fail(g, mpx_fail(MPX_ERR_INPUT,
+                                          "concat '%s': '%s' is not [%lld, n * %lld]", name, t->name,
+                                          (long long)batch, (long long)width));
+        rows += t->numel / batch / width;
+    }
+    int64_t shape[3] = {batch, rows, width};
+    gnode *n = add_node(g, OP_CONCAT, name, xs, n_in, 3, shape);
+    if (!n) return -1;
+    n->attr.concat.width = width;
+    return n->out;
+}
+
+int mpx_g_multibox(mpx_graph *g, const char *name, int conf, int loc, int gt_boxes, int gt_labels,
+                   const float *priors, int64_t n_priors, float iou_threshold, float neg_per_pos) {
+    if (g->status != MPX_OK || check_tensor(g, name, conf) < 0 || check_tensor(g, name, loc) < 0)
+        return -1;
+    if (check_ids(g, name, gt_labels, "gt_labels") < 0) return -1;
+    if (g->loss_tensor >= 0)
+        return graph_fail(g, mpx_fail(MPX_ERR_UNSUPPORTED, "multibox '%s': the graph has a loss", name));
+    const gtensor *ct = &g->tensors[conf], *bt = &g->tensors[gt_boxes];
+    if (bt->is_label || bt->role != MPX_ROLE_REDUCTION || g->nodes[bt->producer].op != OP_INPUT)
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "multibox '%s': gt_boxes must be an F32 input", name));
+    if (ct->ndim != 3 || ct->shape[1] != n_priors)
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "multibox '%s': conf must be [B, %lld, C]", name,
+                                      (long long)n_priors));
+    int64_t B = ct->shape[0], P = n_priors, C = ct->shape[2], G = bt->shape[1];
+    int in[4] = {conf, loc, gt_boxes, gt_labels};
+    int64_t shape[1] = {1};
+    gnode *n = add_node(g, OP_MULTIBOX, name, in, 4, 1, shape);
+    if (!n) return -1;
+    g->tensors[n->out].role = MPX_ROLE_REDUCTION;
+    n->seeds_gradient = 1;
+    n->attr.multibox.iou_threshold = iou_threshold;
+    n->attr.multibox.neg_per_pos = neg_per_pos;
+    /* aux: priors [P,4] (constant), probs [B,P,C], target I32 [B,P], loc_target [B,P,4],
+     * workspace U8 */
+    n->n_aux = 5;
+    n->aux_numel[0] = P * 4;
+    n->aux_numel[1] = B * P * C;
+    n->aux_numel[2] = B * P;
+    n->aux_dtype[2] = MPX_I32;
+    n->aux_numel[3] = B * P * 4;
+    n->aux_numel[4] = (int64_t)mpx_multibox_workspace_bytes(B, P, G);
+    n->aux_dtype[4] = MPX_U8;
+    n->aux_init = malloc((size_t)P * 4 * sizeof(float));
+    if (!n->aux_init) return graph_fail(g, mpx_fail(MPX_ERR_NOMEM, "out of memory"));
+    memcpy(n->aux_init, priors, (size_t)P * 4 * sizeof(float));
+    g->loss_tensor = n->out;
+    observe(g, n);
+    return g->status == MPX_OK ? n->out : -1;
+}
+
+void mpx_graph_set_step(mpx_graph *g, int64_t step) { g->step = step; }

@@ -65,7 +65,8 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
         pl->values += align_up((size_t)g->tensors[i].numel * mpx_dtype_size(g->tensors[i].dtype));
     for (int i = 0; i < nn; i++)
         for (int a = 0; a < g->nodes[i].n_aux; a++)
-            pl->saved += align_up((size_t)g->nodes[i].aux_numel[a] * sizeof(float));
+            pl->saved += align_up((size_t)g->nodes[i].aux_numel[a] *
+                                  mpx_dtype_size(g->nodes[i].aux_dtype[a]));
     for (int i = 0; i < g->n_buffers; i++)
         pl->saved += align_up((size_t)g->buffers[i].numel * sizeof(float));
 
@@ -153,8 +154,8 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
     char *s = g->arena_saved;
     for (int i = 0; i < nn; i++)
         for (int a = 0; a < g->nodes[i].n_aux; a++) {
-            g->nodes[i].aux[a] = (float *)s;
-            s += align_up((size_t)g->nodes[i].aux_numel[a] * sizeof(float));
+            g->nodes[i].aux[a] = s;
+            s += align_up((size_t)g->nodes[i].aux_numel[a] * mpx_dtype_size(g->nodes[i].aux_dtype[a]));
         }
     for (int i = 0; i < g->n_buffers; i++) {
         g->buffers[i].data = (float *)s;
@@ -196,6 +197,11 @@ static mpx_status init_state(mpx_graph *g, uint64_t seed) {
         g->be->upload(g->buffers[i].data, host, (size_t)g->buffers[i].numel * sizeof(float));
     }
     free(host);
+    /* Constant saved state the builder computed (SSD priors). */
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].aux_init)
+            g->be->upload(g->nodes[i].aux[0], g->nodes[i].aux_init,
+                          (size_t)g->nodes[i].aux_numel[0] * sizeof(float));
     return mpx_graph_sync_weights(g, 0);
 }
 
@@ -205,6 +211,7 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
     if (g->compiled) return mpx_fail(MPX_ERR_INTERNAL, "graph compiled twice");
     g->be = mpx_backend_get(device);
     if (!g->be) return g->status = MPX_ERR_UNSUPPORTED;
+    g->seed = seed;
     /* The executor's own needs; operators are checked when a node runs. */
     const char *missing = !g->be->decode ? "decode" : !g->be->moments ? "moments"
                         : !g->be->accumulate ? "accumulate"
@@ -222,6 +229,7 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
         gtensor *t = &g->tensors[i];
         const gnode *n = &g->nodes[t->producer];
         t->dtype = t->is_label ? MPX_I32 : mpx_precision_dtype(prec, t->role);
+        if (n->op == OP_INPUT && t->role == MPX_ROLE_REDUCTION) t->dtype = MPX_F32;
         t->grad_dtype = mpx_precision_dtype(prec, MPX_ROLE_ACT_GRAD);
         t->requires_grad = !t->is_label && n->op != OP_INPUT && t->role == MPX_ROLE_ACTIVATION &&
                            n->n_param > 0;
@@ -242,7 +250,21 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
      * (ReLU's zeros included), without changing what training computes. */
     for (int l = 0; l < g->n_layers; l++) {
         gnode *n = &g->nodes[g->layer_node[l]];
-        int ti = n->seeds_gradient ? n->in[0] : n->out;
+        if (n->seeds_gradient) {
+            /* A loss observes every gradient it emits (SSD's: confidences and locations). */
+            for (int k = 0; k < n->n_in; k++) {
+                gtensor *t = &g->tensors[n->in[k]];
+                if (!t->requires_grad) continue;
+                int slot = 0;
+                while (slot < 4 && t->observer[slot] >= 0) slot++;
+                if (slot == 4)
+                    return mpx_fail(MPX_ERR_INTERNAL, "tensor '%s' observed by more than four layers",
+                                    t->name);
+                t->observer[slot] = l;
+            }
+            continue;
+        }
+        int ti = n->out;
         gtensor *t = &g->tensors[ti];
         int slot = 0;
         while (slot < 4 && t->observer[slot] >= 0) slot++;
@@ -250,7 +272,7 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
             return mpx_fail(MPX_ERR_INTERNAL, "tensor '%s' observed by more than four layers",
                             t->name);
         t->observer[slot] = l;
-        for (int cur = ti; !n->seeds_gradient && g->tensors[cur].n_consumers == 1;) {
+        for (int cur = ti; g->tensors[cur].n_consumers == 1;) {
             const gnode *c = &g->nodes[g->tensors[cur].consumers[0]];
             if (!op_moves_values(c->op)) break;
             t->shadow_counted = 1;
@@ -284,6 +306,7 @@ void mpx_graph_free(mpx_graph *g) {
         for (size_t i = 0; i < sizeof arenas / sizeof *arenas; i++)
             if (arenas[i]) g->be->free(arenas[i]);
     }
+    for (int i = 0; i < g->n_nodes; i++) free(g->nodes[i].aux_init);
     free(g->tensors);
     free(g->nodes);
     free(g->params);

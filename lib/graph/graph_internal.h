@@ -5,7 +5,7 @@
 #include "mpx/backend.h"
 #include "mpx/graph.h"
 
-enum { MAX_IN = 4, MAX_PARAMS = 4, MAX_AUX = 4 };
+enum { MAX_IN = 8, MAX_PARAMS = 4, MAX_AUX = 6 };
 
 typedef enum {
     OP_INPUT = 0,
@@ -17,6 +17,17 @@ typedef enum {
     OP_LINEAR,
     OP_ADD,
     OP_SOFTMAX_CE,
+    OP_EMBEDDING,
+    OP_LAYERNORM,
+    OP_GELU,
+    OP_BMM,
+    OP_SOFTMAX,
+    OP_DROPOUT,
+    OP_PERMUTE,
+    OP_RESHAPE,
+    OP_LINEAR_T,
+    OP_CONCAT,
+    OP_MULTIBOX,
     OP_COUNT
 } op_kind;
 
@@ -51,6 +62,13 @@ typedef union {
     mpx_conv2d_attr conv;
     mpx_batchnorm_attr bn;
     mpx_pool2d_attr pool;
+    mpx_bmm_attr bmm;
+    struct { float scale; } softmax;
+    struct { float p; } dropout;
+    struct { float eps; } ln;
+    int perm[4];
+    struct { int64_t width; } concat;
+    struct { float iou_threshold, neg_per_pos; } multibox;
 } op_attr;
 
 typedef struct {
@@ -62,8 +80,10 @@ typedef struct {
     int param[MAX_PARAMS];
     int n_param;
     int buffer[2];           /* BN running mean/var (indices into g->buffers), -1 when none */
-    float *aux[MAX_AUX];     /* saved FP32 state: BN mean/invstd, CE probs + loss */
+    void *aux[MAX_AUX];      /* saved state: norm statistics, probabilities, loss targets */
     int64_t aux_numel[MAX_AUX];
+    mpx_dtype aux_dtype[MAX_AUX]; /* F32 unless set (I32 targets, U8 workspace) */
+    float *aux_init;         /* host values copied into aux[0] at compile (SSD priors) */
     int n_aux;
     op_attr attr;
     int layer;               /* observed-layer index or -1 */
@@ -107,6 +127,8 @@ struct mpx_graph {
     mpx_memory_plan plan;
     mpx_cast_stats *dev_stats;     /* backend copy of [n_layers][2] cast stats (act, wgrad) */
     float loss_value;
+
+    uint64_t seed;                 /* compile seed: dropout masks */
 
     /* the backward pass in progress */
     const mpx_backward_opts *bw;

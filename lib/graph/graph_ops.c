@@ -12,7 +12,10 @@ const char *op_name(op_kind op) {
         [OP_INPUT] = "input",         [OP_CONV2D] = "conv2d",     [OP_BATCHNORM] = "batchnorm",
         [OP_RELU] = "relu",           [OP_MAXPOOL2D] = "maxpool2d",
         [OP_AVGPOOL_GLOBAL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add",
-        [OP_SOFTMAX_CE] = "softmax_ce",
+        [OP_SOFTMAX_CE] = "softmax_ce", [OP_EMBEDDING] = "embedding", [OP_LAYERNORM] = "layernorm",
+        [OP_GELU] = "gelu",           [OP_BMM] = "bmm",           [OP_SOFTMAX] = "softmax",
+        [OP_DROPOUT] = "dropout",     [OP_PERMUTE] = "permute",   [OP_RESHAPE] = "reshape",
+        [OP_LINEAR_T] = "linear",     [OP_CONCAT] = "concat",     [OP_MULTIBOX] = "multibox",
     };
     return (unsigned)op < OP_COUNT ? names[op] : "?";
 }
@@ -27,7 +30,7 @@ static mpx_status missing(const mpx_graph *g, const char *what) {
 static mpx_tensor aux_view(const mpx_graph *g, const gnode *n, int a) {
     mpx_tensor v;
     memset(&v, 0, sizeof v);
-    v.dtype = MPX_F32;
+    v.dtype = n->aux_dtype[a];
     v.device = g->be->device;
     v.ndim = 1;
     v.shape[0] = n->aux_numel[a];
@@ -44,6 +47,47 @@ static mpx_tensor buffer_view(const mpx_graph *g, int b) {
     v.shape[0] = g->buffers[b].numel;
     v.data = g->buffers[b].data;
     return v;
+}
+
+/* Dropout's mask stream for this node at this step: forward and backward regenerate it. */
+static mpx_dropout_attr dropout_attr(const mpx_graph *g, const gnode *n) {
+    mpx_dropout_attr a = {n->attr.dropout.p, g->seed, ((uint64_t)g->step << 20) ^ (uint64_t)(n - g->nodes), 0};
+    return a;
+}
+
+static mpx_multibox_attr multibox_attr(const gnode *n) {
+    mpx_multibox_attr a = mpx_multibox_defaults();
+    a.iou_threshold = n->attr.multibox.iou_threshold;
+    a.neg_per_pos = (int)n->attr.multibox.neg_per_pos;
+    return a;
+}
+
+/* A view of `v` with another shape (same element count): reshape nodes and [B,P,C] loss views. */
+static mpx_tensor reshaped(const mpx_tensor *v, int ndim, const int64_t *shape) {
+    mpx_tensor r = *v;
+    r.ndim = ndim;
+    memset(r.shape, 0, sizeof r.shape);
+    memcpy(r.shape, shape, (size_t)ndim * sizeof *shape);
+    return r;
+}
+
+/* Concatenation per batch element: out[b] = x_0[b] ++ x_1[b] ++ ... (forward), and the split
+ * back (backward, into each slot's view, or only the slots that want it). */
+static void concat_copy(const mpx_graph *g, const gnode *n, mpx_tensor *parts, int split,
+                        const mpx_tensor *whole) {
+    const int64_t B = whole->shape[0], per_b = mpx_tensor_numel(whole) / B;
+    int64_t off = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        int64_t len = mpx_tensor_numel(&parts[i]) / B;
+        if (parts[i].data)
+            for (int64_t b = 0; b < B; b++) {
+                float *w = (float *)whole->data + b * per_b + off;
+                float *p = (float *)parts[i].data + b * len;
+                if (split) g->be->copy(p, w, (size_t)len * sizeof(float));
+                else g->be->copy(w, p, (size_t)len * sizeof(float));
+            }
+        off += len;
+    }
 }
 
 mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
@@ -111,10 +155,102 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
         MPX_TRY(view_value(g, n->in[0], &x));
         MPX_TRY(view_value(g, n->in[1], &b2));
         MPX_TRY(view_output(g, n->out, &y));
-        /* probs share the logits' shape */
-        probs.ndim = x.ndim;
-        memcpy(probs.shape, x.shape, sizeof probs.shape);
+        /* The op takes rows: logits [..., K] as [M, K], labels [...] as [M]. */
+        const int64_t K = x.shape[x.ndim - 1], M = mpx_tensor_numel(&x) / K;
+        x = reshaped(&x, 2, (int64_t[]){M, K});
+        b2 = reshaped(&b2, 1, (int64_t[]){M});
+        probs = reshaped(&probs, 2, (int64_t[]){M, K});
         MPX_TRY(be->softmax_ce_forward(&x, &b2, &y, &probs));
+        break;
+    }
+    case OP_EMBEDDING:
+        NEED(embedding_forward);
+        MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(view_param(g, n->param[0], &w));
+        MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(be->embedding_forward(&x, &w, &y));
+        break;
+    case OP_LAYERNORM: {
+        NEED(layernorm_forward);
+        mpx_tensor sm = aux_view(g, n, 0), si = aux_view(g, n, 1);
+        MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(view_param(g, n->param[0], &w));
+        MPX_TRY(view_param(g, n->param[1], &b));
+        MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(be->layernorm_forward(n->attr.ln.eps, &x, &w, &b, &sm, &si, &y));
+        break;
+    }
+    case OP_GELU:
+        NEED(gelu_forward);
+        MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(be->gelu_forward(&x, &y));
+        break;
+    case OP_BMM:
+        NEED(bmm_forward);
+        MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(view_value(g, n->in[1], &b2));
+        MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(be->bmm_forward(&n->attr.bmm, &x, &b2, &y));
+        break;
+    case OP_SOFTMAX:
+        NEED(softmax_forward);
+        MPX_TRY(view_value(g, n->in[0], &x));
+        if (n->n_in > 1) MPX_TRY(view_value(g, n->in[1], &b2));
+        MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(be->softmax_forward(n->attr.softmax.scale, &x, n->n_in > 1 ? &b2 : NULL, &y));
+        break;
+    case OP_DROPOUT: {
+        NEED(dropout_forward);
+        mpx_dropout_attr a = dropout_attr(g, n);
+        if (!training) a.p = 0; /* evaluation: the identity */
+        MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(be->dropout_forward(&a, &x, &y));
+        break;
+    }
+    case OP_PERMUTE:
+        NEED(permute_forward);
+        MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(be->permute_forward(n->attr.perm, &x, &y));
+        break;
+    case OP_RESHAPE:
+        MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(view_output(g, n->out, &y));
+        be->copy(y.data, x.data, (size_t)mpx_tensor_numel(&x) * mpx_dtype_size(x.dtype));
+        break;
+    case OP_LINEAR_T:
+        NEED(linear_t_forward);
+        MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(view_param(g, n->param[0], &w));
+        if (n->n_param > 1) MPX_TRY(view_param(g, n->param[1], &b));
+        MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(be->linear_t_forward(&x, &w, n->n_param > 1 ? &b : NULL, &y));
+        break;
+    case OP_CONCAT: {
+        mpx_tensor parts[MAX_IN];
+        for (int i = 0; i < n->n_in; i++) MPX_TRY(view_value(g, n->in[i], &parts[i]));
+        MPX_TRY(view_output(g, n->out, &y));
+        concat_copy(g, n, parts, 0, &y);
+        break;
+    }
+    case OP_MULTIBOX: {
+        NEED(multibox_forward);
+        mpx_multibox_attr a = multibox_attr(n);
+        mpx_tensor conf, loc, boxes, labels, pri = aux_view(g, n, 0), probs = aux_view(g, n, 1),
+                   tgt = aux_view(g, n, 2), lt = aux_view(g, n, 3), ws = aux_view(g, n, 4);
+        MPX_TRY(view_value(g, n->in[0], &conf));
+        MPX_TRY(view_value(g, n->in[1], &loc));
+        MPX_TRY(view_value(g, n->in[2], &boxes));
+        MPX_TRY(view_value(g, n->in[3], &labels));
+        MPX_TRY(view_output(g, n->out, &y));
+        const int64_t B = conf.shape[0], P = conf.shape[1], C = conf.shape[2];
+        pri = reshaped(&pri, 2, (int64_t[]){P, 4});
+        probs = reshaped(&probs, 3, (int64_t[]){B, P, C});
+        tgt = reshaped(&tgt, 2, (int64_t[]){B, P});
+        lt = reshaped(&lt, 3, (int64_t[]){B, P, 4});
+        MPX_TRY(be->multibox_forward(&a, &conf, &loc, &pri, &boxes, &labels, &ws, &y, &probs, &tgt, &lt));
         break;
     }
     default: return mpx_fail(MPX_ERR_INTERNAL, "unknown op %d", (int)n->op);
@@ -209,22 +345,141 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
             MPX_TRY(commit_in_grad(g, n, s, &dx));
         }
         return MPX_OK;
+    case OP_EMBEDDING: {
+        NEED(embedding_backward);
+        mpx_tensor ids, dw;
+        MPX_TRY(view_value(g, n->in[0], &ids));
+        MPX_TRY(view_param_grad(g, n->param[0], &dw));
+        MPX_TRY(be->embedding_backward(dy, &ids, &dw));
+        return commit_param_grad(g, n, n->param[0], &dw);
+    }
+    case OP_LAYERNORM: {
+        NEED(layernorm_backward);
+        mpx_tensor sm = aux_view(g, n, 0), si = aux_view(g, n, 1), dg, dbeta;
+        MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(view_in_grad(g, n, 0, &dx));
+        MPX_TRY(view_param_grad(g, n->param[0], &dg));
+        MPX_TRY(view_param_grad(g, n->param[1], &dbeta));
+        int need_dx = dx.data != NULL;
+        if (!need_dx) {
+            dx.data = scratch_take(g, mpx_tensor_numel(&dx));
+            if (!dx.data) return mpx_fail(MPX_ERR_INTERNAL, "scratch plan too small");
+        }
+        MPX_TRY(be->layernorm_backward(dy, &x, w0, &sm, &si, &dx, &dg, &dbeta));
+        if (need_dx) MPX_TRY(commit_in_grad(g, n, 0, &dx));
+        MPX_TRY(commit_param_grad(g, n, n->param[0], &dg));
+        return commit_param_grad(g, n, n->param[1], &dbeta);
+    }
+    case OP_GELU:
+        NEED(gelu_backward);
+        MPX_TRY(view_in_grad(g, n, 0, &dx));
+        if (!dx.data) return MPX_OK;
+        MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(be->gelu_backward(dy, &x, &dx));
+        return commit_in_grad(g, n, 0, &dx);
+    case OP_BMM: {
+        NEED(bmm_backward);
+        mpx_tensor a, b, da, db;
+        MPX_TRY(view_value(g, n->in[0], &a));
+        MPX_TRY(view_value(g, n->in[1], &b));
+        MPX_TRY(view_in_grad(g, n, 0, &da));
+        MPX_TRY(view_in_grad(g, n, 1, &db));
+        if (!da.data && !db.data) return MPX_OK;
+        MPX_TRY(be->bmm_backward(&n->attr.bmm, dy, &a, &b, da.data ? &da : NULL, db.data ? &db : NULL));
+        MPX_TRY(commit_in_grad(g, n, 0, &da));
+        return commit_in_grad(g, n, 1, &db);
+    }
+    case OP_SOFTMAX:
+        NEED(softmax_backward);
+        MPX_TRY(view_in_grad(g, n, 0, &dx));
+        if (!dx.data) return MPX_OK;
+        MPX_TRY(view_value(g, n->out, &y));
+        MPX_TRY(be->softmax_backward(n->attr.softmax.scale, dy, &y, &dx));
+        return commit_in_grad(g, n, 0, &dx);
+    case OP_DROPOUT: {
+        NEED(dropout_backward);
+        mpx_dropout_attr a = dropout_attr(g, n);
+        MPX_TRY(view_in_grad(g, n, 0, &dx));
+        if (!dx.data) return MPX_OK;
+        MPX_TRY(be->dropout_backward(&a, dy, &dx));
+        return commit_in_grad(g, n, 0, &dx);
+    }
+    case OP_PERMUTE:
+        NEED(permute_backward);
+        MPX_TRY(view_in_grad(g, n, 0, &dx));
+        if (!dx.data) return MPX_OK;
+        MPX_TRY(be->permute_backward(n->attr.perm, dy, &dx));
+        return commit_in_grad(g, n, 0, &dx);
+    case OP_RESHAPE:
+        MPX_TRY(view_in_grad(g, n, 0, &dx));
+        if (!dx.data) return MPX_OK;
+        be->copy(dx.data, dy->data, (size_t)mpx_tensor_numel(dy) * sizeof(float));
+        return commit_in_grad(g, n, 0, &dx);
+    case OP_LINEAR_T: {
+        NEED(linear_t_backward_data);
+        NEED(linear_t_backward_weights);
+        MPX_TRY(view_in_grad(g, n, 0, &dx));
+        if (dx.data) {
+            MPX_TRY(be->linear_t_backward_data(dy, w0, &dx));
+            MPX_TRY(commit_in_grad(g, n, 0, &dx));
+        }
+        mpx_tensor dw, db;
+        MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(view_param_grad(g, n->param[0], &dw));
+        if (n->n_param > 1) MPX_TRY(view_param_grad(g, n->param[1], &db));
+        MPX_TRY(be->linear_t_backward_weights(dy, &x, &dw, n->n_param > 1 ? &db : NULL));
+        MPX_TRY(commit_param_grad(g, n, n->param[0], &dw));
+        return n->n_param > 1 ? commit_param_grad(g, n, n->param[1], &db) : MPX_OK;
+    }
+    case OP_CONCAT: {
+        mpx_tensor parts[MAX_IN];
+        for (int i = 0; i < n->n_in; i++) MPX_TRY(view_in_grad(g, n, i, &parts[i]));
+        concat_copy(g, n, parts, 1, dy);
+        for (int i = 0; i < n->n_in; i++) MPX_TRY(commit_in_grad(g, n, i, &parts[i]));
+        return MPX_OK;
+    }
+    case OP_MULTIBOX: {
+        NEED(multibox_backward);
+        mpx_multibox_attr a = multibox_attr(n);
+        mpx_tensor dconf, dloc, loc, probs = aux_view(g, n, 1), tgt = aux_view(g, n, 2),
+                   lt = aux_view(g, n, 3);
+        MPX_TRY(view_in_grad(g, n, 0, &dconf));
+        MPX_TRY(view_in_grad(g, n, 1, &dloc));
+        MPX_TRY(view_value(g, n->in[1], &loc));
+        const int64_t B = loc.shape[0], P = loc.shape[1], C = dconf.shape[2];
+        probs = reshaped(&probs, 3, (int64_t[]){B, P, C});
+        tgt = reshaped(&tgt, 2, (int64_t[]){B, P});
+        lt = reshaped(&lt, 3, (int64_t[]){B, P, 4});
+        float *tmp[2] = {NULL, NULL};
+        if (!dconf.data) dconf.data = tmp[0] = scratch_take(g, mpx_tensor_numel(&dconf));
+        if (!dloc.data) dloc.data = tmp[1] = scratch_take(g, mpx_tensor_numel(&dloc));
+        if (!dconf.data || !dloc.data) return mpx_fail(MPX_ERR_INTERNAL, "scratch plan too small");
+        MPX_TRY(be->multibox_backward(&a, &probs, &tgt, &loc, &lt, &dconf, &dloc));
+        if (!tmp[0]) MPX_TRY(commit_in_grad(g, n, 0, &dconf));
+        if (!tmp[1]) MPX_TRY(commit_in_grad(g, n, 1, &dloc));
+        return MPX_OK;
+    }
     case OP_SOFTMAX_CE: {
         NEED(softmax_ce_backward);
         mpx_tensor probs = aux_view(g, n, 0), labels;
         MPX_TRY(view_in_grad(g, n, 0, &dx));
         if (!dx.data) return MPX_OK;
         MPX_TRY(view_value(g, n->in[1], &labels));
-        probs.ndim = dx.ndim;
-        memcpy(probs.shape, dx.shape, sizeof probs.shape);
-        MPX_TRY(be->softmax_ce_backward(&probs, &labels, &dx));
+        const int64_t K = dx.shape[dx.ndim - 1], M = mpx_tensor_numel(&dx) / K;
+        mpx_tensor dx2 = reshaped(&dx, 2, (int64_t[]){M, K});
+        labels = reshaped(&labels, 1, (int64_t[]){M});
+        probs = reshaped(&probs, 2, (int64_t[]){M, K});
+        MPX_TRY(be->softmax_ce_backward(&probs, &labels, &dx2));
         return commit_in_grad(g, n, 0, &dx);
     }
     default: return mpx_fail(MPX_ERR_INTERNAL, "unknown op %d", (int)n->op);
     }
 }
 
-int op_moves_values(op_kind op) { return op == OP_RELU || op == OP_ADD || op == OP_MAXPOOL2D; }
+int op_moves_values(op_kind op) {
+    return op == OP_RELU || op == OP_ADD || op == OP_MAXPOOL2D || op == OP_PERMUTE ||
+           op == OP_RESHAPE || op == OP_CONCAT;
+}
 
 mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy) {
     const mpx_backend *be = g->be;
@@ -249,7 +504,21 @@ mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy) {
             MPX_TRY(view_value(g, n->out, &y));
             MPX_TRY(be->maxpool2d_backward(&n->attr.pool, dy, &x, &y, &dx));
             break;
-        case OP_ADD: be->copy(dx.data, dy->data, (size_t)t->numel * sizeof(float)); break;
+        case OP_ADD:
+        case OP_RESHAPE: be->copy(dx.data, dy->data, (size_t)t->numel * sizeof(float)); break;
+        case OP_PERMUTE: MPX_TRY(be->permute_backward(n->attr.perm, dy, &dx)); break;
+        case OP_CONCAT: {
+            mpx_tensor parts[MAX_IN];
+            memset(parts, 0, sizeof parts);
+            for (int i = 0; i < n->n_in; i++) {
+                const gtensor *ti = &g->tensors[n->in[i]];
+                parts[i].ndim = ti->ndim;
+                memcpy(parts[i].shape, ti->shape, sizeof parts[i].shape);
+            }
+            parts[s] = dx; /* only this slot is filled */
+            concat_copy(g, n, parts, 1, dy);
+            break;
+        }
         default: return mpx_fail(MPX_ERR_INTERNAL, "%s has no shadow backward", op_name(n->op));
         }
         MPX_TRY(commit_shadow(g, n, s, &dx));
@@ -276,6 +545,20 @@ double node_flops(const mpx_graph *g, const gnode *n, int training) {
     case OP_MAXPOOL2D:
     case OP_AVGPOOL_GLOBAL: return (n->op == OP_AVGPOOL_GLOBAL ? in_elems : elems) * (training ? 2.0 : 1.0);
     case OP_SOFTMAX_CE: return in_elems * (training ? 7.0 : 5.0);
+    case OP_LINEAR_T: {
+        double gemm = 2.0 * elems * (double)g->params[n->param[0]].shape[1];
+        return gemm * (training ? 2.0 + dx_needed : 1.0);
+    }
+    case OP_BMM: {
+        const gtensor *a = &g->tensors[n->in[0]];
+        double k = (double)(n->attr.bmm.trans_a ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1]);
+        return 2.0 * elems * k * (training ? 3.0 : 1.0);
+    }
+    case OP_LAYERNORM: return elems * (training ? 13.0 : 5.0);
+    case OP_GELU: return elems * (training ? 30.0 : 15.0);
+    case OP_SOFTMAX: return elems * (training ? 8.0 : 5.0);
+    case OP_EMBEDDING:
+    case OP_DROPOUT: return elems * (training ? 2.0 : 1.0);
     default: return 0;
     }
 }

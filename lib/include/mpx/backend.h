@@ -14,6 +14,7 @@
 #include "mpx/error.h"
 #include "mpx/numerics.h"
 #include "mpx/ops.h"
+#include "mpx/ssd.h"
 #include "mpx/tensor.h"
 
 #ifdef __cplusplus
@@ -91,6 +92,41 @@ typedef struct mpx_backend {
     mpx_status (*softmax_ce_forward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
                                      mpx_tensor *);
     mpx_status (*softmax_ce_backward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+
+    /* transformer operators */
+    mpx_status (*linear_t_forward)(const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
+                                   mpx_tensor *);
+    mpx_status (*linear_t_backward_data)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*linear_t_backward_weights)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
+                                            mpx_tensor *);
+    mpx_status (*layernorm_forward)(float, const mpx_tensor *, const mpx_tensor *,
+                                    const mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *);
+    mpx_status (*layernorm_backward)(const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
+                                     const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
+                                     mpx_tensor *, mpx_tensor *);
+    mpx_status (*gelu_forward)(const mpx_tensor *, mpx_tensor *);
+    mpx_status (*gelu_backward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*embedding_forward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*embedding_backward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*bmm_forward)(const mpx_bmm_attr *, const mpx_tensor *, const mpx_tensor *,
+                              mpx_tensor *);
+    mpx_status (*bmm_backward)(const mpx_bmm_attr *, const mpx_tensor *, const mpx_tensor *,
+                               const mpx_tensor *, mpx_tensor *, mpx_tensor *);
+    mpx_status (*softmax_forward)(float, const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*softmax_backward)(float, const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*dropout_forward)(const mpx_dropout_attr *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*dropout_backward)(const mpx_dropout_attr *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*permute_forward)(const int *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*permute_backward)(const int *, const mpx_tensor *, mpx_tensor *);
+
+    /* detection: the MultiBox loss (ssd.h) */
+    mpx_status (*multibox_forward)(const mpx_multibox_attr *, const mpx_tensor *,
+                                   const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
+                                   const mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *,
+                                   mpx_tensor *, mpx_tensor *);
+    mpx_status (*multibox_backward)(const mpx_multibox_attr *, const mpx_tensor *,
+                                    const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
+                                    mpx_tensor *, mpx_tensor *);
 } mpx_backend;
 
 /* The backend for a device, or NULL (with a message) when it is not built or has no device. */

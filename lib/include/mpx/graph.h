@@ -34,7 +34,10 @@ enum { MPX_NAME_MAX = 64 };
 
 typedef struct mpx_graph mpx_graph;
 
-typedef enum { MPX_INPUT_DATA = 0, MPX_INPUT_LABELS } mpx_input_kind;
+/* DATA: network input stored like activations (images). LABELS (= I32): int32 data — labels,
+ * token ids, attention masks. F32: side data kept in FP32 whatever the precision (boxes). */
+typedef enum { MPX_INPUT_DATA = 0, MPX_INPUT_LABELS, MPX_INPUT_F32 } mpx_input_kind;
+#define MPX_INPUT_I32 MPX_INPUT_LABELS
 
 typedef enum { MPX_INIT_CONST = 0, MPX_INIT_NORMAL, MPX_INIT_UNIFORM } mpx_init_kind;
 typedef struct {
@@ -98,6 +101,39 @@ int mpx_g_add(mpx_graph *g, const char *name, int a, int b);
 /* Mean softmax cross-entropy of logits [M,K] against labels [M]; returns the scalar loss
  * tensor and makes it the graph's loss. */
 int mpx_g_softmax_ce(mpx_graph *g, const char *name, int logits, int labels);
+/* ---- transformer layers ---- */
+/* ids I32 [...] -> [..., dim]; table [vocab, dim] ~ `init` (BERT: normal, std 0.02). */
+int mpx_g_embedding(mpx_graph *g, const char *name, int ids, int vocab, int dim, mpx_init init);
+/* Layer-norm over the last dim; gamma 1, beta 0. */
+int mpx_g_layernorm(mpx_graph *g, const char *name, int x, float eps);
+int mpx_g_gelu(mpx_graph *g, const char *name, int x);
+/* c = alpha op(a) @ op(b) over matching leading (batch) dims (ops.h mpx_bmm_*). */
+int mpx_g_bmm(mpx_graph *g, const char *name, int a, int b, int trans_a, int trans_b, float alpha);
+/* softmax(scale x) over the last dim of x [B,H,Tq,Tk]; mask I32 [B,Tk] (1 keep, 0 drop) or -1. */
+int mpx_g_softmax(mpx_graph *g, const char *name, int x, int mask, float scale);
+/* Dropout with keep probability 1-p while training (identity in evaluation); the mask is
+ * regenerated from (graph seed, node, step), see mpx_graph_set_step. */
+int mpx_g_dropout(mpx_graph *g, const char *name, int x, float p);
+int mpx_g_permute(mpx_graph *g, const char *name, int x, const int perm[4]);
+/* The same values with another shape (same element count). */
+int mpx_g_reshape(mpx_graph *g, const char *name, int x, int ndim, const int64_t *shape);
+/* y = x @ W^T (+ b) where W [OUT, IN] is another node's parameter (weight tying: BERT's MLM
+ * decoder and the token embedding). An adaptive-scaling layer like linear. */
+int mpx_g_linear_tied(mpx_graph *g, const char *name, int x, const char *weight_param, int bias);
+
+/* ---- detection layers ---- */
+/* Per batch element, the inputs' values one after another: each x_i [B, ...] holds
+ * n_i * width values per batch element; out [B, sum n_i, width]. */
+int mpx_g_concat(mpx_graph *g, const char *name, int n, const int *xs, int64_t width);
+/* The SSD MultiBox loss (ssd.h) of conf [B,P,C] and loc [B,P,4] against gt_boxes (an F32
+ * input [B,G,4]) and gt_labels (I32 [B,G]); priors [P,4] (centre form) are copied. Returns
+ * the scalar loss and makes it the graph's loss. */
+int mpx_g_multibox(mpx_graph *g, const char *name, int conf, int loc, int gt_boxes, int gt_labels,
+                   const float *priors, int64_t n_priors, float iou_threshold, float neg_per_pos);
+
+/* The step number forward and backward use for dropout masks and rounding streams. */
+void mpx_graph_set_step(mpx_graph *g, int64_t step);
+
 /* Override the initialiser of the named parameter (e.g. zero-init of a block's last BN gamma). */
 mpx_status mpx_g_set_init(mpx_graph *g, const char *param_name, mpx_init init);
 

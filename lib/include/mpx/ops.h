@@ -112,6 +112,14 @@ mpx_status mpx_linear_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, cons
 mpx_status mpx_linear_backward_data_cpu(const mpx_tensor *dy, const mpx_tensor *w, mpx_tensor *dx);
 mpx_status mpx_linear_backward_weights_cpu(const mpx_tensor *dy, const mpx_tensor *x,
                                            mpx_tensor *dw, mpx_tensor *db);
+/* The same with weights stored [OUT, IN] (y = x @ w^T + b), for weights shared with a table laid
+ * out that way (BERT's MLM decoder reuses the token embedding [V, H]). dw is [OUT, IN]. */
+mpx_status mpx_linear_t_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
+                                    mpx_tensor *y);
+mpx_status mpx_linear_t_backward_data_cpu(const mpx_tensor *dy, const mpx_tensor *w,
+                                          mpx_tensor *dx);
+mpx_status mpx_linear_t_backward_weights_cpu(const mpx_tensor *dy, const mpx_tensor *x,
+                                             mpx_tensor *dw, mpx_tensor *db);
 
 /* ---- element-wise add: y = a + b (same shapes). Backward: da = db = dy (copies). ---- */
 mpx_status mpx_add_forward_cpu(const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y);
