@@ -60,8 +60,8 @@ static void on_report(const mpx_step_report *r, void *ctx) {
     printer *p = ctx;
     if (r->is_eval) {
         if (p->tty && p->progress >= 0) fprintf(stderr, "\r\033[K");
-        fprintf(stderr, "eval  step %lld: loss %.4f  top1 %.2f%%\n", (long long)(r->step + 1),
-                r->eval_loss, r->eval_metric);
+        fprintf(stderr, "eval  step %lld: loss %.4f  %s %.2f%%\n", (long long)(r->step + 1),
+                r->eval_loss, r->metric_name ? r->metric_name : "metric", r->eval_metric);
         return;
     }
     if (p->progress < 0) return;
@@ -179,7 +179,7 @@ int cmd_train(int argc, char **argv) {
         return EXIT_DIVERGED;
     }
     if (st != MPX_OK) return cli_error("train", st);
-    printf("%s: %lld steps, final loss %.4f, top1 %.2f%%, %lld skipped, %.1f samples/s\n", out,
+    printf("%s: %lld steps, final loss %.4f, metric %.2f%%, %lld skipped, %.1f samples/s\n", out,
            (long long)res.steps_done, res.final_loss, res.final_metric, (long long)res.skipped,
            res.samples_per_s);
     return EXIT_OK;

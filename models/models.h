@@ -39,10 +39,58 @@ int mpx_resnet_preset(const char *arch, mpx_resnet_cfg *cfg);
 /* Comma-separated names of the presets, for messages. */
 const char *mpx_resnet_presets(void);
 
+/* The stem and stages of `cfg` on image tensor x: taps[s] and channels[s] receive stage s's
+ * output tensor and width (either may be NULL). */
+mpx_status mpx_resnet_trunk(mpx_graph *g, const mpx_resnet_cfg *cfg, int x, int *taps, int *channels);
+
 /* Builds input "image" [batch, h, w, c], "labels" [batch], the network, logits "fc" and the
  * loss "loss". Tensor ids of the image, labels and logits are returned through the pointers. */
 mpx_status mpx_resnet_build(mpx_graph *g, const mpx_resnet_cfg *cfg, int batch, int h, int w, int c,
                             int *image, int *labels, int *logits);
+
+/* ---- SSD-style single-shot detector ---- */
+typedef struct {
+    char trunk[16];          /* resnet18 | resnet34 | resnet50 | vgg */
+    double width_mult;       /* of the trunk */
+    int num_classes;         /* object classes; class 0 (background) is added */
+    int image_size;          /* square input */
+    float s_min, s_max;      /* default-box scales of the first and last map (0.2, 0.9) */
+    float iou_threshold;     /* matching (0.5) */
+    float neg_per_pos;       /* hard-negative mining ratio (3) */
+    float bn_eps, bn_momentum;
+} mpx_ssd_cfg;
+
+/* Defaults above with a resnet18 trunk at width 1, 10 classes, 128 px. */
+void mpx_ssd_defaults(mpx_ssd_cfg *cfg);
+/* Inputs "image" [B,S,S,3], "gt_boxes" F32 [B,G,4] (corner form, normalised), "gt_labels"
+ * I32 [B,G] (1..classes, -1 padding). The trunk's stride-8, -16 and -32 outputs and extra
+ * stride-2 blocks down to 1 pixel (at most 6 maps) feed 3x3 class and box heads (4 default
+ * boxes per cell; 6 on the 2nd-4th maps), concatenated in the prior order of ssd.h, into the
+ * MultiBox loss. *n_priors receives P; conf/loc the [B,P,C] and [B,P,4] predictions; priors
+ * (room for P * 4, may be NULL) the default boxes. */
+mpx_status mpx_ssd_build(mpx_graph *g, const mpx_ssd_cfg *cfg, int batch, int max_boxes, int *image,
+                         int *gt_boxes, int *gt_labels, int *conf, int *loc, int64_t *n_priors,
+                         float *priors, int64_t priors_cap);
+
+/* ---- BERT-style encoder for masked-language modelling ---- */
+typedef struct {
+    const char *arch;    /* "bert_tiny", ... */
+    int layers, hidden, heads, ffn;
+    int vocab, max_len;  /* token and position embedding sizes */
+    float dropout;       /* hidden and attention-probability dropout (BERT: 0.1) */
+    float ln_eps;        /* 1e-12 as BERT */
+    float init_std;      /* 0.02: every weight ~ N(0, std); biases 0; layer-norm gamma 1 */
+} mpx_bert_cfg;
+
+/* bert_tiny (L2/H128/A2), bert_mini (L4/H256/A4), bert_small (L4/H512/A8), bert_base
+ * (L12/H768/A12); FFN 4H, vocabulary 8192, 512 positions. -1 for an unknown name. */
+int mpx_bert_preset(const char *arch, mpx_bert_cfg *cfg);
+/* Inputs "ids", "positions", "mask" (attention: 1 real, 0 padding), "labels" (-1: not
+ * predicted), all I32 [batch, seq_len]; post-LN encoder layers as in BERT; the MLM head
+ * (dense + GELU + layer-norm, then a decoder tied to the token embedding, with a bias) and the
+ * cross-entropy over predicted positions. Returns the input ids and the logits [B, T, vocab]. */
+mpx_status mpx_bert_build(mpx_graph *g, const mpx_bert_cfg *cfg, int batch, int seq_len, int *ids,
+                          int *positions, int *mask, int *labels, int *logits);
 
 #ifdef __cplusplus
 }

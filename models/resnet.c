@@ -106,18 +106,11 @@ static int block(builder *b, const char *prefix, int x, int in_ch, int width, in
     return mpx_g_relu(b->g, nm(b, prefix, "relu3"), y);
 }
 
-mpx_status mpx_resnet_build(mpx_graph *g, const mpx_resnet_cfg *c, int batch, int h, int w, int ch,
-                            int *image, int *labels, int *logits) {
-    if (c->n_stages < 1 || c->n_stages > 4 || c->num_classes < 1 || !(c->width_mult > 0))
-        return mpx_fail(MPX_ERR_INPUT, "resnet: bad configuration (stages %d, classes %d, width %g)",
-                        c->n_stages, c->num_classes, c->width_mult);
+mpx_status mpx_resnet_trunk(mpx_graph *g, const mpx_resnet_cfg *c, int x, int *taps, int *channels) {
+    if (c->n_stages < 1 || c->n_stages > 4 || !(c->width_mult > 0))
+        return mpx_fail(MPX_ERR_INPUT, "resnet: bad configuration (stages %d, width %g)",
+                        c->n_stages, c->width_mult);
     builder b = {g, c, {0}};
-    int64_t ishape[4] = {batch, h, w, ch}, lshape[1] = {batch};
-    int x = mpx_g_input(g, "image", MPX_INPUT_DATA, 4, ishape);
-    int y = mpx_g_input(g, "labels", MPX_INPUT_LABELS, 1, lshape);
-    if (image) *image = x;
-    if (labels) *labels = y;
-
     int stem = scaled(c->stem_width, c->width_mult);
     if (c->stem == MPX_STEM_IMAGENET) {
         x = conv_bn(&b, "", "conv1", "bn1", x, stem, 7, 2, 1, "relu");
@@ -134,8 +127,24 @@ mpx_status mpx_resnet_build(mpx_graph *g, const mpx_resnet_cfg *c, int batch, in
             x = block(&b, prefix, x, in_ch, width, k == 0 && s > 0 ? 2 : 1);
             in_ch = width * expansion;
         }
+        if (taps) taps[s] = x;
+        if (channels) channels[s] = in_ch;
     }
-    x = mpx_g_avgpool_global(g, "avgpool", x);
+    return mpx_graph_status(g);
+}
+
+mpx_status mpx_resnet_build(mpx_graph *g, const mpx_resnet_cfg *c, int batch, int h, int w, int ch,
+                            int *image, int *labels, int *logits) {
+    if (c->num_classes < 1)
+        return mpx_fail(MPX_ERR_INPUT, "resnet: %d classes", c->num_classes);
+    int64_t ishape[4] = {batch, h, w, ch}, lshape[1] = {batch};
+    int x = mpx_g_input(g, "image", MPX_INPUT_DATA, 4, ishape);
+    int y = mpx_g_input(g, "labels", MPX_INPUT_LABELS, 1, lshape);
+    if (image) *image = x;
+    if (labels) *labels = y;
+    int taps[4];
+    MPX_TRY(mpx_resnet_trunk(g, c, x, taps, NULL));
+    x = mpx_g_avgpool_global(g, "avgpool", taps[c->n_stages - 1]);
     x = mpx_g_linear(g, "fc", x, c->num_classes, 1);
     if (logits) *logits = x;
     mpx_g_softmax_ce(g, "loss", x, y);

@@ -90,6 +90,23 @@ static void cpu_adamw_update(float *w, const float *g, float *m, float *v, size_
     }
 }
 
+static void cpu_lamb_direction(const float *w, float *g, float *m, float *v, size_t n,
+                               const mpx_adamw_step *s) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t k = 0; k < n; k++) {
+        float gk = g[k] * s->clip;
+        m[k] = s->beta1 * m[k] + s->one_minus_beta1 * gk;
+        v[k] = s->beta2 * v[k] + s->one_minus_beta2 * gk * gk;
+        float mhat = m[k] / s->bias_corr1, vhat = v[k] / s->bias_corr2;
+        g[k] = mhat / (sqrtf(vhat) + s->eps) + s->wd * w[k];
+    }
+}
+
+static void cpu_scaled_sub(float *w, const float *u, size_t n, float a) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t k = 0; k < n; k++) w[k] -= a * u[k];
+}
+
 static const mpx_backend g_cpu = {
     .name = "cpu",
     .device = MPX_DEV_CPU,
@@ -109,6 +126,8 @@ static const mpx_backend g_cpu = {
     .sumsq = cpu_sumsq,
     .sgd_update = cpu_sgd_update,
     .adamw_update = cpu_adamw_update,
+    .lamb_direction = cpu_lamb_direction,
+    .scaled_sub = cpu_scaled_sub,
     .conv2d_forward = mpx_conv2d_forward_cpu,
     .conv2d_backward_data = mpx_conv2d_backward_data_cpu,
     .conv2d_backward_weights = mpx_conv2d_backward_weights_cpu,

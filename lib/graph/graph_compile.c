@@ -218,7 +218,9 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
                         : !g->be->unscale_accumulate ? "unscale_accumulate"
                         : !g->be->abs_quantile ? "abs_quantile"
                         : !g->be->sumsq ? "sumsq" : !g->be->sgd_update ? "sgd_update"
-                        : !g->be->adamw_update ? "adamw_update" : NULL;
+                        : !g->be->adamw_update ? "adamw_update"
+                        : !g->be->lamb_direction ? "lamb_direction"
+                        : !g->be->scaled_sub ? "scaled_sub" : NULL;
     if (missing)
         return g->status = mpx_fail(MPX_ERR_UNSUPPORTED,
                                     "the %s backend cannot run graphs yet (no %s)", g->be->name,

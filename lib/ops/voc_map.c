@@ -82,7 +82,7 @@ static void scratch_free(map_scratch *s) {
     free(s->g), free(s->d), free(s->claimed), free(s->rec), free(s->prec);
 }
 
-static mpx_status check_inputs(const mpx_detection *dets, int64_t n_dets, const mpx_voc_object *gt,
+static mpx_status check_inputs(const mpx_detection *dets, int64_t n_dets, const mpx_voc_gt *gt,
                                int64_t n_gt, int n_classes, float iou_threshold,
                                const mpx_voc_summary *out) {
     static const char *op = "voc map";
@@ -107,7 +107,7 @@ static mpx_status check_inputs(const mpx_detection *dets, int64_t n_dets, const 
     return MPX_OK;
 }
 
-mpx_status mpx_voc_map(const mpx_detection *dets, int64_t n_dets, const mpx_voc_object *gt,
+mpx_status mpx_voc_map(const mpx_detection *dets, int64_t n_dets, const mpx_voc_gt *gt,
                        int64_t n_gt, int n_classes, float iou_threshold, double *ap_11pt,
                        double *ap_area, mpx_voc_summary *out) {
     MPX_TRY(check_inputs(dets, n_dets, gt, n_gt, n_classes, iou_threshold, out));

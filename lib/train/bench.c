@@ -20,7 +20,7 @@
 
 #include "mpx/ops.h"
 #include "mpx/runtime.h"
-#include "run_internal.h"
+#include "task.h"
 
 typedef struct {
     const char *name;
@@ -28,7 +28,7 @@ typedef struct {
     mpx_scaling_cfg scaling;
     int stats;        /* statistics every step */
     int64_t step;     /* the step number handed to backward (drives update_every) */
-    run_model m;
+    mpx_graph *g;
     mpx_optimizer *opt;
     mpx_layer_stats *ls;
     double *t;        /* per-round step seconds */
@@ -79,15 +79,16 @@ static double sgemm_rate(int m, int n, int k) {
 
 static mpx_status one_step(variant *v, double *seconds) {
     double t0 = mpx_now();
-    MPX_TRY(mpx_graph_forward(v->m.g, 1));
+    mpx_graph_set_step(v->g, v->step);
+    MPX_TRY(mpx_graph_forward(v->g, 1));
     mpx_backward_opts bo = {&v->scaling, v->scaling.method == MPX_SCALING_NONE ? 1.0 : v->scaling.loss_scale,
                             v->step, v->stats ? v->ls : NULL};
     int64_t nonfinite = 0;
-    MPX_TRY(mpx_graph_backward(v->m.g, &bo, &nonfinite));
+    MPX_TRY(mpx_graph_backward(v->g, &bo, &nonfinite));
     if (nonfinite == 0) {
         /* A real update at a tiny learning rate: the optimizer's cost without walking away. */
         MPX_TRY(mpx_optimizer_step(v->opt, 1e-6, NULL));
-        MPX_TRY(mpx_graph_sync_weights(v->m.g, v->step + 1));
+        MPX_TRY(mpx_graph_sync_weights(v->g, v->step + 1));
     }
     *seconds = mpx_now() - t0;
     /* adaptive "cached" variants never reach an update step after their first */
@@ -95,22 +96,18 @@ static mpx_status one_step(variant *v, double *seconds) {
     return MPX_OK;
 }
 
-static mpx_status setup(const mpx_run_cfg *rc, run_data *d, const mpx_batch *b, variant *v) {
-    mpx_run_cfg r = *rc;
-    r.precision = v->prec;
-    MPX_TRY(run_model_build(&r, d, &v->m));
-    MPX_TRY(mpx_optimizer_create(v->m.g, &rc->train.optim, &v->opt));
-    int nl = mpx_graph_n_layers(v->m.g);
+static mpx_status setup(const mpx_run_cfg *rc, run_task *task, variant *v) {
+    MPX_TRY(run_task_graph(task, &v->prec, &v->g));
+    MPX_TRY(mpx_optimizer_create(v->g, &rc->train.optim, &v->opt));
+    int nl = mpx_graph_n_layers(v->g);
     v->ls = mpx_calloc((size_t)nl, sizeof *v->ls);
     if (!v->ls) return mpx_fail(MPX_ERR_NOMEM, "out of memory");
-    MPX_TRY(mpx_graph_set_input(v->m.g, v->m.image, b->x, MPX_F32,
-                                (int64_t)b->batch_size * b->h * b->w * b->c));
-    return mpx_graph_set_input(v->m.g, v->m.labels, b->y, MPX_I32, b->batch_size);
+    return task->ops->feed(task, v->g);
 }
 
 static void teardown(variant *v) {
     mpx_optimizer_free(v->opt);
-    mpx_graph_free(v->m.g);
+    mpx_graph_free(v->g);
     free(v->ls);
     free(v->t);
 }
@@ -144,13 +141,11 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
                          FILE *out) {
     memset(res, 0, sizeof *res);
     mpx_threads_set(rc->train.threads);
-    run_data d;
-    mpx_loader *L = NULL;
-    mpx_batch batch;
-    mpx_status st = run_data_open(rc, &d);
+    run_task task;
+    mpx_status st = run_task_open(rc, &task);
     mpx_loader_pos start = {0, 0};
-    if (st == MPX_OK) st = run_data_loader(rc, &d, 1, start, &L);
-    if (st == MPX_OK) st = mpx_loader_next(L, &batch);
+    if (st == MPX_OK) st = task.ops->start(&task, start);
+    if (st == MPX_OK) st = task.ops->fetch(&task);
 
     /* Variants: each requested precision mode plain; plus, for the configured mode, the
      * statistics and adaptive-scaling variants. */
@@ -188,7 +183,7 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         }
     }
     for (int i = 0; i < nv && st == MPX_OK; i++) {
-        st = setup(rc, &d, &batch, &v[i]);
+        st = setup(rc, &task, &v[i]);
         v[i].t = calloc((size_t)o->steps, sizeof *v[i].t);
         if (st == MPX_OK && !v[i].t) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
     }
@@ -200,7 +195,7 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
             st = one_step(&v[i], &s);
         }
     if (st == MPX_OK && o->profile)
-        for (int i = 0; i < nv; i++) mpx_graph_profile(v[i].m.g, 1);
+        for (int i = 0; i < nv; i++) mpx_graph_profile(v[i].g, 1);
     for (int r = 0; r < o->steps && st == MPX_OK; r++) {
         for (int i = 0; i < nv && st == MPX_OK; i++) st = one_step(&v[i], &v[i].t[r]);
         if (o->progress) fprintf(stderr, "\rbench: round %d/%d", r + 1, o->steps);
@@ -209,13 +204,13 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
 
     if (st == MPX_OK) {
         int gm, gn, gk;
-        dominant_gemm(v[0].m.g, &gm, &gn, &gk);
+        dominant_gemm(v[0].g, &gm, &gn, &gk);
         res->ref_gemm_m = gm;
         res->ref_gemm_n = gn;
         res->ref_gemm_k = gk;
         res->ref_gflops = sgemm_rate(gm, gn, gk);
         res->big_gflops = sgemm_rate(2048, 2048, 2048);
-        res->flops_per_step = mpx_graph_flops(v[0].m.g, 1);
+        res->flops_per_step = mpx_graph_flops(v[0].g, 1);
         res->batch = rc->train.batch_size;
         res->peak_rss = mpx_peak_rss();
         res->n = 0;
@@ -233,7 +228,7 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
             row->gflops = res->flops_per_step / row->median_s * 1e-9;
             row->ratio_ref = row->gflops / res->ref_gflops;
             mpx_memory_plan mp;
-            mpx_graph_memory(v[i].m.g, &mp);
+            mpx_graph_memory(v[i].g, &mp);
             row->arena_bytes = (double)mp.total;
         }
         if (base >= 0) {
@@ -247,11 +242,10 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         }
         if (o->profile && out) {
             fprintf(out, "per-op profile of %s (%d steps):\n", v[0].name, o->steps);
-            mpx_graph_profile_print(v[0].m.g, out, 8);
+            mpx_graph_profile_print(v[0].g, out, 8);
         }
     }
     for (int i = 0; i < nv; i++) teardown(&v[i]);
-    mpx_loader_free(L);
-    run_data_close(&d);
+    run_task_close(&task);
     return st;
 }

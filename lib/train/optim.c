@@ -25,6 +25,7 @@ struct mpx_optimizer {
 int mpx_optimizer_parse(const char *name) {
     if (strcmp(name, "sgd") == 0) return MPX_OPT_SGD;
     if (strcmp(name, "adamw") == 0) return MPX_OPT_ADAMW;
+    if (strcmp(name, "lamb") == 0) return MPX_OPT_LAMB;
     return -1;
 }
 
@@ -36,7 +37,7 @@ mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_opti
     o->g = g;
     o->be = be;
     o->cfg = *cfg;
-    o->n_state = cfg->kind == MPX_OPT_ADAMW ? 2 : 1;
+    o->n_state = cfg->kind == MPX_OPT_SGD ? 1 : 2;
     int np = mpx_graph_n_params(g);
     o->state = mpx_calloc((size_t)(np > 0 ? np : 1) * (size_t)o->n_state, sizeof *o->state);
     if (!o->state) {
@@ -91,6 +92,24 @@ mpx_status mpx_optimizer_step(mpx_optimizer *o, double lr, double *grad_norm) {
         if (c->kind == MPX_OPT_SGD) {
             mpx_sgd_step s = {(float)lr, (float)c->momentum, wd, clip, c->nesterov};
             o->be->sgd_update(p->master, p->grad, o->state[i], (size_t)p->numel, &s);
+        } else if (c->kind == MPX_OPT_LAMB) {
+            mpx_adamw_step s = {(float)lr,
+                                (float)c->beta1,
+                                (float)c->beta2,
+                                (float)(1.0 - c->beta1),
+                                (float)(1.0 - c->beta2),
+                                (float)c->eps,
+                                (float)(1.0 - pow(c->beta1, (double)o->steps)),
+                                (float)(1.0 - pow(c->beta2, (double)o->steps)),
+                                wd,
+                                clip};
+            /* The direction overwrites the gradient, which nothing reads after the update. */
+            o->be->lamb_direction(p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
+                                  (size_t)p->numel, &s);
+            double wn = sqrt(o->be->sumsq(p->master, (size_t)p->numel));
+            double un = sqrt(o->be->sumsq(p->grad, (size_t)p->numel));
+            double trust = wn > 0 && un > 0 ? wn / un : 1.0;
+            o->be->scaled_sub(p->master, p->grad, (size_t)p->numel, (float)(lr * trust));
         } else {
             /* 1 - beta in double first: 1 - (float)0.999 is off by 1.3e-5 relative. */
             mpx_adamw_step s = {(float)lr,

@@ -16,20 +16,34 @@
 const mpx_cfg_key mpx_run_schema[] = {
     /* [model] */
     {"model", "arch", MPX_CFG_ENUM, "resnet50",
-     "resnet18|resnet34|resnet50|resnet101|resnet20|resnet56|resnet110", NR,
-     "network architecture"},
+     "resnet18|resnet34|resnet50|resnet101|resnet20|resnet56|resnet110|bert_tiny|bert_mini|"
+     "bert_small|bert_base|ssd",
+     NR, "network architecture (resnet*: classification, bert_*: masked LM, ssd: detection)"},
+    {"model", "trunk", MPX_CFG_ENUM, "resnet18", "resnet18|resnet34|resnet50|vgg", NR,
+     "ssd: the feature extractor"},
+    {"model", "dropout", MPX_CFG_FLOAT, "0.1", NULL, 0, 0.9, "bert: hidden and attention dropout"},
     {"model", "stem", MPX_CFG_ENUM, "auto", "auto|imagenet|cifar", NR,
      "auto: the architecture's own; imagenet: 7x7/2 + max-pool; cifar: 3x3/1"},
-    {"model", "width", MPX_CFG_FLOAT, "1.0", NULL, 0.01, 16, "width multiplier of every stage"},
+    {"model", "width", MPX_CFG_FLOAT, "1.0", NULL, 0.01, 16,
+     "width multiplier of every stage (resnet, ssd trunk)"},
     {"model", "num_classes", MPX_CFG_INT, "0", NULL, 0, 100000, "0: from the dataset"},
     {"model", "zero_init_residual", MPX_CFG_BOOL, "false", NULL, NR,
      "start each block's last batch-norm gamma at 0"},
     {"model", "bn_eps", MPX_CFG_FLOAT, "1e-5", NULL, 1e-12, 1, "batch-norm epsilon"},
     {"model", "bn_momentum", MPX_CFG_FLOAT, "0.1", NULL, 0, 1, "batch-norm running-stat momentum"},
     /* [data] */
-    {"data", "dataset", MPX_CFG_ENUM, "cifar10", "cifar10|fashion_mnist|imagefolder|synthetic", NR,
-     "training data (synthetic: seeded random images, for benchmarks only)"},
-    {"data", "root", MPX_CFG_STRING, "", NULL, NR, "imagefolder: root with train/ and val/"},
+    {"data", "dataset", MPX_CFG_ENUM, "cifar10",
+     "cifar10|fashion_mnist|imagefolder|synthetic|text|scenes|voc", NR,
+     "training data (synthetic: seeded random images, for benchmarks only; text: a corpus for "
+     "masked LM; scenes: procedural detection scenes; voc: a Pascal VOC layout)"},
+    {"data", "seq_len", MPX_CFG_INT, "128", NULL, 8, 4096, "text: tokens per sequence"},
+    {"data", "vocab_size", MPX_CFG_INT, "8192", NULL, 64, 1000000, "text: WordPiece vocabulary"},
+    {"data", "mask_prob", MPX_CFG_FLOAT, "0.15", NULL, 0.01, 0.5, "text: fraction of tokens predicted"},
+    {"data", "scenes_train", MPX_CFG_INT, "20000", NULL, 1, 1e9, "scenes: training scenes"},
+    {"data", "scenes_eval", MPX_CFG_INT, "1000", NULL, 1, 1e9, "scenes: evaluation scenes"},
+    {"data", "root", MPX_CFG_STRING, "", NULL, NR,
+     "imagefolder: root with train/ and val/; voc: the dataset folder or archive; text: a "
+     "corpus folder or .tar.gz (default: the shared corpus)"},
     {"data", "cache_dir", MPX_CFG_STRING, "", NULL, NR, "default: data/cache in the source tree"},
     {"data", "shared_dir", MPX_CFG_STRING, "", NULL, NR, "default: ../shared/data beside the source tree"},
     {"data", "resolution", MPX_CFG_INT, "0", NULL, 0, 4096, "input size; 0: the dataset's own"},
@@ -41,14 +55,14 @@ const mpx_cfg_key mpx_run_schema[] = {
     /* [train] */
     {"train", "steps", MPX_CFG_INT, "1000", NULL, 1, 1e12, "optimizer steps"},
     {"train", "batch_size", MPX_CFG_INT, "64", NULL, 1, 65536, "examples per step"},
-    {"train", "optimizer", MPX_CFG_ENUM, "sgd", "sgd|adamw", NR, "optimizer on FP32 masters"},
+    {"train", "optimizer", MPX_CFG_ENUM, "sgd", "sgd|adamw|lamb", NR, "optimizer on FP32 masters"},
     {"train", "lr", MPX_CFG_FLOAT, "0.1", NULL, 0, 1e3, "base learning rate"},
     {"train", "momentum", MPX_CFG_FLOAT, "0.9", NULL, 0, 1, "SGD momentum"},
     {"train", "nesterov", MPX_CFG_BOOL, "false", NULL, NR, "Nesterov momentum"},
     {"train", "weight_decay", MPX_CFG_FLOAT, "5e-4", NULL, 0, 1, "on weights, not biases or norms"},
-    {"train", "beta1", MPX_CFG_FLOAT, "0.9", NULL, 0, 1, "AdamW beta1"},
-    {"train", "beta2", MPX_CFG_FLOAT, "0.999", NULL, 0, 1, "AdamW beta2"},
-    {"train", "eps", MPX_CFG_FLOAT, "1e-8", NULL, 0, 1, "AdamW epsilon"},
+    {"train", "beta1", MPX_CFG_FLOAT, "0.9", NULL, 0, 1, "AdamW/LAMB beta1"},
+    {"train", "beta2", MPX_CFG_FLOAT, "0.999", NULL, 0, 1, "AdamW/LAMB beta2"},
+    {"train", "eps", MPX_CFG_FLOAT, "1e-8", NULL, 0, 1, "AdamW/LAMB epsilon"},
     {"train", "lr_schedule", MPX_CFG_ENUM, "cosine", "constant|step|cosine|linear", NR,
      "after warm-up"},
     {"train", "warmup_steps", MPX_CFG_INT, "0", NULL, 0, 1e12, "linear warm-up steps"},
@@ -161,16 +175,36 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
     /* model */
     mpx_model_cfg *m = &rc->model;
     copy_str(m->arch, sizeof m->arch, mpx_cfg_str(cfg, "model.arch"));
-    if (mpx_resnet_preset(m->arch, &m->resnet) < 0)
-        return contradiction(cfg, "model.arch", "unknown architecture");
-    const char *stem = mpx_cfg_str(cfg, "model.stem");
-    if (strcmp(stem, "imagenet") == 0) m->resnet.stem = MPX_STEM_IMAGENET;
-    if (strcmp(stem, "cifar") == 0) m->resnet.stem = MPX_STEM_CIFAR;
-    m->resnet.width_mult = mpx_cfg_float(cfg, "model.width");
-    m->resnet.num_classes = (int)mpx_cfg_int(cfg, "model.num_classes");
-    m->resnet.zero_init_residual = mpx_cfg_bool(cfg, "model.zero_init_residual");
-    m->resnet.bn_eps = (float)mpx_cfg_float(cfg, "model.bn_eps");
-    m->resnet.bn_momentum = (float)mpx_cfg_float(cfg, "model.bn_momentum");
+    const double wmult = mpx_cfg_float(cfg, "model.width");
+    const int classes = (int)mpx_cfg_int(cfg, "model.num_classes");
+    const float bn_eps = (float)mpx_cfg_float(cfg, "model.bn_eps"),
+                bn_mom = (float)mpx_cfg_float(cfg, "model.bn_momentum");
+    if (strncmp(m->arch, "bert_", 5) == 0) {
+        m->task = MPX_TASK_MLM;
+        if (mpx_bert_preset(m->arch, &m->bert) < 0)
+            return contradiction(cfg, "model.arch", "unknown architecture");
+        m->bert.dropout = (float)mpx_cfg_float(cfg, "model.dropout");
+    } else if (strcmp(m->arch, "ssd") == 0) {
+        m->task = MPX_TASK_DETECT;
+        mpx_ssd_defaults(&m->ssd);
+        copy_str(m->ssd.trunk, sizeof m->ssd.trunk, mpx_cfg_str(cfg, "model.trunk"));
+        m->ssd.width_mult = wmult;
+        m->ssd.num_classes = classes;
+        m->ssd.bn_eps = bn_eps;
+        m->ssd.bn_momentum = bn_mom;
+    } else {
+        m->task = MPX_TASK_CLASSIFY;
+        if (mpx_resnet_preset(m->arch, &m->resnet) < 0)
+            return contradiction(cfg, "model.arch", "unknown architecture");
+        const char *stem = mpx_cfg_str(cfg, "model.stem");
+        if (strcmp(stem, "imagenet") == 0) m->resnet.stem = MPX_STEM_IMAGENET;
+        if (strcmp(stem, "cifar") == 0) m->resnet.stem = MPX_STEM_CIFAR;
+        m->resnet.width_mult = wmult;
+        m->resnet.num_classes = classes;
+        m->resnet.zero_init_residual = mpx_cfg_bool(cfg, "model.zero_init_residual");
+        m->resnet.bn_eps = bn_eps;
+        m->resnet.bn_momentum = bn_mom;
+    }
 
     /* data */
     mpx_data_cfg *d = &rc->data;
@@ -187,6 +221,22 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
     d->normalize = mpx_cfg_bool(cfg, "data.normalize");
     d->train_subset = mpx_cfg_int(cfg, "data.train_subset");
     d->eval_subset = mpx_cfg_int(cfg, "data.eval_subset");
+    d->seq_len = (int)mpx_cfg_int(cfg, "data.seq_len");
+    d->vocab_size = (int)mpx_cfg_int(cfg, "data.vocab_size");
+    d->mask_prob = mpx_cfg_float(cfg, "data.mask_prob");
+    d->scenes_train = mpx_cfg_int(cfg, "data.scenes_train");
+    d->scenes_eval = mpx_cfg_int(cfg, "data.scenes_eval");
+    static const char *const why[3] = {
+        "resnet models train on images (cifar10, fashion_mnist, imagefolder, synthetic)",
+        "bert_* models train on data.dataset = text", "ssd trains on data.dataset = scenes or voc"};
+    int data_task = strcmp(d->dataset, "text") == 0 ? MPX_TASK_MLM
+                    : strcmp(d->dataset, "scenes") == 0 || strcmp(d->dataset, "voc") == 0 ? MPX_TASK_DETECT
+                                                                                          : MPX_TASK_CLASSIFY;
+    if (data_task != (int)m->task) return contradiction(cfg, "data.dataset", why[m->task]);
+    if (m->task == MPX_TASK_MLM && d->seq_len > m->bert.max_len)
+        return contradiction(cfg, "data.seq_len", "longer than the model's 512 positions");
+    if (strcmp(d->dataset, "voc") == 0 && !d->root[0])
+        return contradiction(cfg, "data.dataset", "voc needs data.root (a VOC folder or archive)");
     if (strcmp(d->dataset, "imagefolder") == 0 && !d->root[0])
         return contradiction(cfg, "data.dataset", "imagefolder needs data.root");
     if (strcmp(d->dataset, "imagefolder") == 0 && d->resolution == 0)

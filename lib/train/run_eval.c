@@ -6,7 +6,7 @@
 
 #include "mpx/checkpoint.h"
 #include "mpx/runtime.h"
-#include "run_internal.h"
+#include "task.h"
 
 mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *overrides,
                                    int n_overrides, mpx_eval_result *res) {
@@ -21,37 +21,28 @@ mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *ov
     for (int i = 0; st == MPX_OK && i < n_overrides; i++) st = mpx_config_override(cfg, overrides[i]);
     mpx_run_cfg rc;
     if (st == MPX_OK) st = mpx_run_cfg_from(cfg, &rc);
-    run_data d;
-    memset(&d, 0, sizeof d);
-    run_model m;
-    memset(&m, 0, sizeof m);
-    float *logits = NULL;
+    run_task task;
+    memset(&task, 0, sizeof task);
+    mpx_graph *g = NULL;
     if (st == MPX_OK) {
         mpx_threads_set(rc.train.threads);
-        st = run_data_open(&rc, &d);
+        st = run_task_open(&rc, &task);
     }
-    if (st == MPX_OK) st = run_model_build(&rc, &d, &m);
+    if (st == MPX_OK) st = run_task_graph(&task, NULL, &g);
     if (st == MPX_OK) {
-        mpx_checkpoint_state cs = {.g = m.g, .model = rc.model.arch};
+        mpx_checkpoint_state cs = {.g = g, .model = rc.model.arch};
         st = mpx_checkpoint_read(checkpoint, &cs);
         free(cs.config_text_read);
     }
-    if (st == MPX_OK) {
-        int64_t shape[2];
-        mpx_graph_tensor_shape(m.g, m.logits, shape);
-        logits = calloc((size_t)(shape[0] * shape[1]), sizeof *logits);
-        if (!logits) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
-    }
-    if (st == MPX_OK) st = run_evaluate(&rc, &d, &m, logits, &res->loss, &res->metric);
+    if (st == MPX_OK) st = task.ops->evaluate(&task, g, &res->loss, &res->metric);
     if (st == MPX_OK) {
         snprintf(res->model, sizeof res->model, "%s", model);
-        snprintf(res->dataset, sizeof res->dataset, "%s", d.name);
+        snprintf(res->dataset, sizeof res->dataset, "%s", task.dataset);
         res->step = step;
-        res->metric_name = "top1";
+        res->metric_name = task.ops->metric;
     }
-    free(logits);
-    mpx_graph_free(m.g);
-    run_data_close(&d);
+    mpx_graph_free(g);
+    run_task_close(&task);
     mpx_config_free(cfg);
     free(model);
     free(config_text);

@@ -14,37 +14,23 @@
 #include "mpx/checkpoint.h"
 #include "mpx/runlog.h"
 #include "mpx/runtime.h"
-#include "run_internal.h"
+#include "task.h"
 
 typedef struct {
     const mpx_run_cfg *rc;
     const mpx_train_opts *o;
-    run_data data;
+    run_task task;
     mpx_graph *g;
-    int image, labels, logits;
     mpx_optimizer *opt;
     mpx_scaler scaler;
-    mpx_loader *train_loader;
     mpx_runlog *log;
     mpx_layer_stats *stats;
     mpx_layer_info *layers;
-    float *logits_host;
     double train_time;
 } trainer;
 
-static mpx_status build_model(trainer *t) {
-    run_model m;
-    mpx_status st = run_model_build(t->rc, &t->data, &m);
-    t->g = m.g;
-    t->image = m.image;
-    t->labels = m.labels;
-    t->logits = m.logits;
-    return st;
-}
-
-static mpx_status evaluate(trainer *t, double *loss, double *top1) {
-    run_model m = {t->g, t->image, t->labels, t->logits};
-    return run_evaluate(t->rc, &t->data, &m, t->logits_host, loss, top1);
+static mpx_status evaluate(trainer *t, double *loss, double *metric) {
+    return t->task.ops->evaluate(&t->task, t->g, loss, metric);
 }
 
 static mpx_status open_log(trainer *t, int64_t resume_step) {
@@ -59,13 +45,13 @@ static mpx_status open_log(trainer *t, int64_t resume_step) {
     mpx_runlog_meta meta = {
         .config = t->o->config_text,
         .model = rc->model.arch,
-        .dataset = t->data.name,
+        .dataset = t->task.dataset,
         .precision = mpx_precision_mode_name(rc->precision.mode),
         .scaling = scaling,
         .device = rc->train.device == MPX_DEV_CUDA ? "cuda" : "cpu",
         .seed = (int64_t)rc->train.seed,
         .threads = mpx_threads_get(),
-        .eval_metric = "top1",
+        .eval_metric = t->task.ops->metric,
         .n_layers = nl,
         .layers = t->layers,
     };
@@ -92,7 +78,7 @@ static mpx_status checkpoint(trainer *t, int64_t next_step) {
         .opt = t->opt,
         .scaler = &t->scaler,
         .step = next_step,
-        .loader = mpx_loader_position(t->train_loader),
+        .loader = t->task.ops->position(&t->task),
         .config_text = t->o->config_text,
         .model = t->rc->model.arch,
     };
@@ -103,6 +89,7 @@ static mpx_status checkpoint(trainer *t, int64_t next_step) {
 static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
     const mpx_run_cfg *rc = t->rc;
     const int64_t steps = rc->train.steps, B = rc->train.batch_size;
+    const run_task_ops *task = t->task.ops;
     const int layerwise = mpx_scaling_is_layerwise(rc->scaling.method);
     const int tolerate_overflow = rc->scaling.method == MPX_SCALING_DYNAMIC || layerwise;
     int bad_streak = 0;
@@ -110,10 +97,9 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
     mpx_status st = MPX_OK;
     for (int64_t step = start; step < steps; step++) {
         double t0 = mpx_now();
-        mpx_batch batch;
-        MPX_TRY(mpx_loader_next(t->train_loader, &batch));
-        MPX_TRY(mpx_graph_set_input(t->g, t->image, batch.x, MPX_F32, B * batch.h * batch.w * batch.c));
-        MPX_TRY(mpx_graph_set_input(t->g, t->labels, batch.y, MPX_I32, B));
+        MPX_TRY(task->fetch(&t->task));
+        MPX_TRY(task->feed(&t->task, t->g));
+        mpx_graph_set_step(t->g, step);
         MPX_TRY(mpx_graph_forward(t->g, 1));
         double loss = mpx_graph_loss(t->g), scale = mpx_scaler_loss_scale(&t->scaler);
         int stats_due = rc->log.stats_every > 0 && step % rc->log.stats_every == 0;
@@ -139,7 +125,7 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
         }
         mpx_step_report r = {step, steps, loss, lr, scale, skip,
                              (double)(step - start + 1) * B / t->train_time, t->train_time,
-                             0, 0, 0, stats_due, underflow};
+                             0, 0, 0, NULL, stats_due, underflow};
         report(t, &r);
 
         /* Divergence: a non-finite loss (any method) or, where no scaler will recover,
@@ -161,15 +147,16 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
         int last = step + 1 == steps;
         int eval_due = last || (rc->train.eval_every > 0 && (step + 1) % rc->train.eval_every == 0);
         if (eval_due) {
-            double el, top1;
-            MPX_TRY(evaluate(t, &el, &top1));
-            MPX_TRY(mpx_runlog_eval(t->log, step + 1, (float)el, (float)top1));
+            double el, metric;
+            MPX_TRY(evaluate(t, &el, &metric));
+            MPX_TRY(mpx_runlog_eval(t->log, step + 1, (float)el, (float)metric));
             mpx_step_report e = r;
             e.is_eval = 1;
             e.eval_loss = el;
-            e.eval_metric = top1;
+            e.eval_metric = metric;
+            e.metric_name = task->metric;
             report(t, &e);
-            res->final_metric = top1;
+            res->final_metric = metric;
         }
         if (t->o->checkpoint_path &&
             ((rc->train.checkpoint_every > 0 && (step + 1) % rc->train.checkpoint_every == 0) || last))
@@ -193,8 +180,8 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
 
     mpx_checkpoint_state ck;
     memset(&ck, 0, sizeof ck);
-    mpx_status st = run_data_open(rc, &t.data);
-    if (st == MPX_OK) st = build_model(&t);
+    mpx_status st = run_task_open(rc, &t.task);
+    if (st == MPX_OK) st = run_task_graph(&t.task, NULL, &t.g);
     if (st == MPX_OK) st = mpx_optimizer_create(t.g, &rc->train.optim, &t.opt);
     if (st == MPX_OK) st = mpx_scaler_init(&t.scaler, &rc->scaling);
     int64_t start = 0;
@@ -208,14 +195,8 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
             st = mpx_fail(MPX_ERR_INPUT, "checkpoint '%s' is at step %lld; train.steps is %lld",
                           o->resume, (long long)start, (long long)rc->train.steps);
     }
-    if (st == MPX_OK) {
-        int64_t shape[2];
-        mpx_graph_tensor_shape(t.g, t.logits, shape);
-        t.logits_host = mpx_calloc((size_t)(shape[0] * shape[1]), sizeof(float));
-        if (!t.logits_host) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
-    }
     if (st == MPX_OK) st = open_log(&t, o->resume ? start - 1 : -1);
-    if (st == MPX_OK) st = run_data_loader(rc, &t.data, 1, ck.loader, &t.train_loader);
+    if (st == MPX_OK) st = t.task.ops->start(&t.task, ck.loader);
     if (st == MPX_OK) st = train_loop(&t, start, res);
 
     if (t.log) {
@@ -227,13 +208,11 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
         mpx_status cs = mpx_runlog_close(t.log);
         if (st == MPX_OK) st = cs;
     }
-    mpx_loader_free(t.train_loader);
     mpx_optimizer_free(t.opt);
     mpx_graph_free(t.g);
-    run_data_close(&t.data);
+    run_task_close(&t.task);
     free(t.stats);
     free(t.layers);
-    free(t.logits_host);
     free(ck.config_text_read);
     return st;
 }

@@ -42,7 +42,7 @@
  *   F .9 = the same box in image 1, T .8 = [0,0,1,.5] in image 2 (IoU .5):
  *   points (0, 0), (1, .5): AP11 = .5, area = .5.
  * Class 0 has nothing: NaN. mAP over the 7 classes with GT. */
-static const mpx_voc_object GT[] = {
+static const mpx_voc_gt GT[] = {
     {0, 1, BOX(0, 0, .5f, .5f), 0},     {0, 1, BOX(.5f, .5f, 1, 1), 0},
     {1, 1, BOX(.2f, .1f, .7f, .9f), 0}, {0, 2, BOX(0, 0, .5f, .5f), 0},
     {1, 2, BOX(.2f, .2f, .6f, .6f), 0}, {0, 3, BOX(0, 0, .3f, .3f), 0},
@@ -68,7 +68,7 @@ static const mpx_detection DETS[] = {
 
 enum { NC = 9, NG = sizeof GT / sizeof GT[0], ND = sizeof DETS / sizeof DETS[0] };
 
-static void expect_aps(const mpx_detection *dets, const mpx_voc_object *gt, const char *what) {
+static void expect_aps(const mpx_detection *dets, const mpx_voc_gt *gt, const char *what) {
     const double want11[NC] = {NAN, 1, 2.0 / 3, 7.0 / 11, 0.5, 28.0 / 33, 6.0 / 11, NAN, 0.5};
     const double wantA[NC] = {NAN, 1, 2.0 / 3, 2.0 / 3, 0.5, 5.0 / 6, 0.5, NAN, 0.5};
     double ap11[NC], apA[NC], m11 = 0, mA = 0;
@@ -96,7 +96,7 @@ static void check_cases(void) {
     expect_aps(DETS, GT, "hand cases");
     /* Reversed input order: the same APs (scores decide the order, no ties across TP / FP). */
     mpx_detection d[ND];
-    mpx_voc_object g[NG];
+    mpx_voc_gt g[NG];
     for (int i = 0; i < ND; i++) d[i] = DETS[ND - 1 - i];
     for (int i = 0; i < NG; i++) g[i] = GT[NG - 1 - i];
     expect_aps(d, g, "reversed inputs");

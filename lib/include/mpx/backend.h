@@ -62,6 +62,11 @@ typedef struct mpx_backend {
     void (*sgd_update)(float *w, const float *g, float *v, size_t n, const mpx_sgd_step *s);
     void (*adamw_update)(float *w, const float *g, float *m, float *v, size_t n,
                          const mpx_adamw_step *s);
+    /* LAMB in two passes: update m, v and overwrite g with the direction
+     * u = m^ / (sqrt(v^) + eps) + wd w; then w -= a u. */
+    void (*lamb_direction)(const float *w, float *g, float *m, float *v, size_t n,
+                           const mpx_adamw_step *s);
+    void (*scaled_sub)(float *w, const float *u, size_t n, float a);
 
     /* operators (ops.h) */
     mpx_status (*conv2d_forward)(const mpx_conv2d_attr *, const mpx_tensor *, const mpx_tensor *,

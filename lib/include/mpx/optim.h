@@ -16,7 +16,9 @@
 extern "C" {
 #endif
 
-typedef enum { MPX_OPT_SGD = 0, MPX_OPT_ADAMW } mpx_optimizer_kind;
+/* LAMB (You et al. 2020): the AdamW direction u = m^ / (sqrt(v^) + eps) + wd w, scaled per
+ * parameter tensor by the trust ratio ||w|| / ||u|| (1 when either is 0): w -= lr trust u. */
+typedef enum { MPX_OPT_SGD = 0, MPX_OPT_ADAMW, MPX_OPT_LAMB } mpx_optimizer_kind;
 
 typedef struct {
     mpx_optimizer_kind kind;
@@ -29,7 +31,7 @@ typedef struct {
 
 typedef struct mpx_optimizer mpx_optimizer;
 
-/* "sgd" | "adamw"; -1 when unknown. */
+/* "sgd" | "adamw" | "lamb"; -1 when unknown. */
 int mpx_optimizer_parse(const char *name);
 mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_optimizer **out);
 void mpx_optimizer_free(mpx_optimizer *o);

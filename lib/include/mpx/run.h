@@ -26,14 +26,23 @@ extern "C" {
 extern const mpx_cfg_key mpx_run_schema[];
 extern const size_t mpx_run_schema_len;
 
+typedef enum { MPX_TASK_CLASSIFY = 0, MPX_TASK_MLM, MPX_TASK_DETECT } mpx_task_kind;
+
 typedef struct {
     char arch[32];
-    mpx_resnet_cfg resnet;
+    mpx_task_kind task;    /* from the architecture: resnet* classify, bert_* mlm, ssd detect */
+    mpx_resnet_cfg resnet; /* classify */
+    mpx_bert_cfg bert;     /* mlm */
+    mpx_ssd_cfg ssd;       /* detect */
 } mpx_model_cfg;
 
 typedef struct {
-    char dataset[32];        /* cifar10 | fashion_mnist | imagefolder | synthetic */
+    char dataset[32];        /* cifar10 | fashion_mnist | imagefolder | synthetic | text |
+                                scenes | voc */
     char root[1024], cache_dir[1024], shared_dir[1024];
+    int seq_len, vocab_size; /* text */
+    double mask_prob;        /* text */
+    int64_t scenes_train, scenes_eval; /* scenes */
     int resolution;          /* 0: the dataset's own */
     int crop_pad, flip, normalize;
     int64_t train_subset, eval_subset;
@@ -82,6 +91,7 @@ typedef struct {
     double elapsed_s;        /* training wall time so far */
     int is_eval;             /* 1: an evaluation just finished (eval_loss, eval_metric set) */
     double eval_loss, eval_metric;
+    const char *metric_name; /* "top1" | "mlm_acc" | "mAP" */
     int stats_step;          /* 1: statistics were recorded this step */
     double underflow_rate;   /* pooled act-grad underflow of the last statistics step */
 } mpx_step_report;

@@ -169,7 +169,7 @@ typedef struct {
     int32_t image, cls;
     float box[4]; /* corner form */
     int32_t difficult;
-} mpx_voc_object;
+} mpx_voc_gt;
 
 typedef struct {
     double map_11pt, map_area;
@@ -178,7 +178,7 @@ typedef struct {
 
 /* Classes are 0..n_classes-1 (detections and GT outside that range are an error);
  * ap_11pt / ap_area [n_classes] receive per-class APs (either may be NULL). Allocates. */
-mpx_status mpx_voc_map(const mpx_detection *dets, int64_t n_dets, const mpx_voc_object *gt,
+mpx_status mpx_voc_map(const mpx_detection *dets, int64_t n_dets, const mpx_voc_gt *gt,
                        int64_t n_gt, int n_classes, float iou_threshold, double *ap_11pt,
                        double *ap_area, mpx_voc_summary *out);
 
