@@ -8,11 +8,11 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 SCALE      ?= small
 SEEDS      ?= 1
-MODELS     ?= resnet50
+MODELS     ?= resnet50 bert ssd
 CMAKE_ARGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all build deps deps-check configure test test-all check-sanitize clean help paper plots
+.PHONY: all build deps deps-check configure test test-all check-sanitize clean help paper plots bench regress regress-update
 
 all: build
 
@@ -56,6 +56,19 @@ paper: build
 # Figures and tables again from existing run files.
 plots: build
 	@for m in $(MODELS); do bash plots/figures.sh $$m $(SCALE) && bash experiments/make_table.sh $$m $(SCALE) || exit 1; done
+
+# The standard benchmark set: step time, samples/s, GFLOP/s vs sgemm, memory, overheads (JSON in
+# results/bench/).
+bench: build
+	@bash experiments/bench.sh
+
+# Accuracy and speed against results/baselines/*.json (exit 1 on a regression, with a table).
+regress: build
+	@python3 experiments/regress.py
+
+# Measure again (3 seeds) and rewrite the baselines: make regress-update REASON="why".
+regress-update: build
+	@python3 experiments/regress.py --update --reason "$(REASON)"
 
 clean:
 	rm -rf $(BUILD) build-sanitize $(BUILD).configure.log

@@ -30,7 +30,7 @@ for ((seed = 0; seed < seeds; seed++)); do  # seed-major: a full method set firs
   for method in "${methods[@]}"; do
     n=$((n + 1))
     run=$out/$method-s$seed.h5
-    if [ -f "$run.done" ] && [ -z "${FORCE:-}" ]; then
+    if [ -f "$run.done" ] && [ -f "$run" ] && [ -z "${FORCE:-}" ]; then
       echo "[$n/$total] $model/$scale $method seed $seed: done already ($run)"
       continue
     fi
