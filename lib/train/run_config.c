@@ -77,6 +77,9 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"train", "eval_every", MPX_CFG_INT, "0", NULL, 0, 1e12, "evaluate every N steps; 0: at the end"},
     {"train", "eval_batches", MPX_CFG_INT, "0", NULL, 0, 1e12, "batches per evaluation; 0: all"},
     {"train", "checkpoint_every", MPX_CFG_INT, "0", NULL, 0, 1e12, "checkpoint every N steps; 0: off"},
+    {"train", "inject_nonfinite", MPX_CFG_STRING, "", NULL, NR,
+     "testing hook: at these steps (e.g. 5,6,7) the backward runs with the loss scale times 2^100, "
+     "a loss spike that overflows every FP16 gradient (BF16 and FP32 have the range to absorb it)"},
     {"train", "max_nonfinite", MPX_CFG_INT, "20", NULL, 1, 1e9,
      "stop after this many consecutive steps with a non-finite loss or gradient"},
     /* [precision] */
@@ -149,21 +152,35 @@ static mpx_status any_set(const mpx_config *cfg, const char *const *keys, const 
 
 static void copy_str(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src); }
 
-static mpx_status parse_milestones(const mpx_config *cfg, mpx_lr_schedule *lr) {
-    const char *s = mpx_cfg_str(cfg, "train.milestones");
+/* Up to `cap` ascending positive step numbers separated by commas from string key `key`. */
+static mpx_status parse_steps(const mpx_config *cfg, const char *key, int64_t *out, int cap) {
+    const char *s = mpx_cfg_str(cfg, key);
     int n = 0;
-    int64_t prev = 0;
+    int64_t prev = -1;
     while (*s) {
         char *end;
         long long v = strtoll(s, &end, 10);
-        if (end == s || v <= prev || n == 8)
-            return contradiction(cfg, "train.milestones",
-                                 "expected up to 8 ascending positive step numbers separated by commas");
-        lr->milestones[n++] = prev = v;
+        if (end == s || v <= prev || n == cap) {
+            char why[96];
+            snprintf(why, sizeof why, "expected up to %d ascending step numbers separated by commas", cap);
+            return contradiction(cfg, key, why);
+        }
+        out[n++] = prev = v;
         s = end;
         if (*s == ',') s++;
         else if (*s)
-            return contradiction(cfg, "train.milestones", "expected numbers separated by commas");
+            return contradiction(cfg, key, "expected numbers separated by commas");
+    }
+    for (int i = n; i < cap; i++) out[i] = -1;
+    return MPX_OK;
+}
+
+static mpx_status parse_milestones(const mpx_config *cfg, mpx_lr_schedule *lr) {
+    int64_t m[8];
+    MPX_TRY(parse_steps(cfg, "train.milestones", m, 8));
+    for (int i = 0; i < 8; i++) {
+        if (m[i] == 0) return contradiction(cfg, "train.milestones", "milestones are positive steps");
+        lr->milestones[i] = m[i] > 0 ? m[i] : 0;
     }
     return MPX_OK;
 }
@@ -262,6 +279,7 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
     t->lr.final_lr_frac = mpx_cfg_float(cfg, "train.final_lr_frac");
     t->lr.step_gamma = mpx_cfg_float(cfg, "train.gamma");
     MPX_TRY(parse_milestones(cfg, &t->lr));
+    MPX_TRY(parse_steps(cfg, "train.inject_nonfinite", t->inject_nonfinite, MPX_INJECT_MAX));
     if (t->lr.kind == MPX_LR_STEP && t->lr.milestones[0] == 0)
         return contradiction(cfg, "train.lr_schedule", "the step schedule needs train.milestones");
     if (t->lr.warmup_steps >= t->steps && t->lr.warmup_steps > 0)

@@ -29,6 +29,13 @@ typedef struct {
     double train_time;
 } trainer;
 
+/* train.inject_nonfinite: the testing hook that overflows this step's low-precision gradients. */
+static int injected(const mpx_train_cfg *c, int64_t step) {
+    for (int i = 0; i < MPX_INJECT_MAX && c->inject_nonfinite[i] >= 0; i++)
+        if (c->inject_nonfinite[i] == step) return 1;
+    return 0;
+}
+
 static mpx_status evaluate(trainer *t, double *loss, double *metric) {
     return t->task.ops->evaluate(&t->task, t->g, loss, metric);
 }
@@ -103,7 +110,8 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
         MPX_TRY(mpx_graph_forward(t->g, 1));
         double loss = mpx_graph_loss(t->g), scale = mpx_scaler_loss_scale(&t->scaler);
         int stats_due = rc->log.stats_every > 0 && step % rc->log.stats_every == 0;
-        mpx_backward_opts bo = {&rc->scaling, scale, step, stats_due ? t->stats : NULL};
+        mpx_backward_opts bo = {&rc->scaling, injected(&rc->train, step) ? scale * 0x1p100 : scale, step,
+                                stats_due ? t->stats : NULL};
         int64_t nonfinite = 0;
         MPX_TRY(mpx_graph_backward(t->g, &bo, &nonfinite));
         int loss_bad = !isfinite(loss);

@@ -48,6 +48,8 @@ typedef struct {
     int64_t train_subset, eval_subset;
 } mpx_data_cfg;
 
+enum { MPX_INJECT_MAX = 16 };
+
 typedef struct {
     int64_t steps;
     int batch_size;
@@ -58,6 +60,7 @@ typedef struct {
     mpx_device device;
     int64_t eval_every, eval_batches, checkpoint_every;
     int max_nonfinite;
+    int64_t inject_nonfinite[MPX_INJECT_MAX]; /* testing hook: steps whose loss scale is x2^100; -1 after the last */
 } mpx_train_cfg;
 
 typedef struct {
