@@ -12,7 +12,7 @@ MODELS     ?= resnet50 bert ssd
 CMAKE_ARGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all build deps deps-check configure test test-all check-sanitize clean help paper plots bench regress regress-update
+.PHONY: all build deps deps-check configure test test-all check-sanitize clean help paper plots bench regress regress-update fuzz
 
 all: build
 
@@ -70,5 +70,10 @@ regress: build
 regress-update: build
 	@python3 experiments/regress.py --update --reason "$(REASON)"
 
+# libFuzzer targets (config parser, VOC XML, IDX, WordPiece vocab/text, JPEG) under ASan +
+# UBSan, FUZZ_SECONDS each (default 60), in build-fuzz/.
+fuzz: deps-check
+	@bash tests/fuzz/run.sh
+
 clean:
-	rm -rf $(BUILD) build-sanitize $(BUILD).configure.log
+	rm -rf $(BUILD) build-sanitize build-fuzz $(BUILD).configure.log

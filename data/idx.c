@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "data/fsutil.h"
@@ -86,6 +87,25 @@ static mpx_status read_body(gzFile gz, const char *path, void *buf, size_t n) {
     return MPX_OK;
 }
 
+/* A header may declare more data than the file can hold (a corrupt or hostile file): refuse
+ * before allocating. Raw files must hold at least the declared bytes (read_body rejects more),
+ * gzip files at most 1032 bytes per compressed byte (deflate's largest ratio). Dimensions are
+ * below 2^30 each, so the product is computed in long double without overflow. */
+static mpx_status check_declared_size(gzFile gz, const char *path, int ndim, const int64_t *d) {
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return mpx_fail(MPX_ERR_IO, "IDX file '%s': %s", path, strerror(errno));
+    long double declared = (long double)d[0] * d[1] * d[2] * d[3];
+    long double header = 4.0L + 4.0L * ndim, size = (long double)sb.st_size;
+    int raw = gzdirect(gz);
+    if ((raw && declared > size - header) || (!raw && declared > 1032.0L * size))
+        return mpx_fail(MPX_ERR_INPUT,
+                        "IDX file '%s': its header declares %.0Lf bytes of data but the file %s "
+                        "%lld bytes: truncated or corrupt",
+                        path, declared, raw ? "holds" : "(gzip) is", (long long)sb.st_size);
+    return MPX_OK;
+}
+
 mpx_status mpx_idx_read(const char *images_path, const char *labels_path, int num_classes,
                         mpx_dataset *out) {
     memset(out, 0, sizeof *out);
@@ -117,6 +137,7 @@ mpx_status mpx_idx_read(const char *images_path, const char *labels_path, int nu
         st = mpx_fail(MPX_ERR_INPUT, "IDX file '%s': label %d of example %lld is not below %d",
                       labels_path, labels[i], (long long)i, num_classes);
     }
+    if (st == MPX_OK) st = check_declared_size(gi, images_path, ndi, di);
     if (st == MPX_OK)
         st = mpx_dataset_alloc(out, di[0], (int)di[1], (int)di[2], (int)di[3],
                                num_classes > 0 ? num_classes : maxl + 1);

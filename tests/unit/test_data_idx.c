@@ -137,6 +137,12 @@ static void test_generated(const char *tmp) {
     buf[p.nimg] = 9;
     fx_write_file(bad, buf, p.nimg + 1);
     expect_error(mpx_idx_read(bad, lr, 0, &ds), "bad.idx", "data after", "trailing data");
+    /* A header declaring ~2^34 bytes in a tiny file (found by fuzz_idx): refused before any
+     * allocation. */
+    memcpy(buf, p.img, p.nimg);
+    buf[9] = 0xFE; /* rows: 0x00fe0000 + ROWS, under the 2^30 dimension limit */
+    fx_write_file(bad, buf, p.nimg);
+    expect_error(mpx_idx_read(bad, lr, 0, &ds), "bad.idx", "header declares", "huge header, raw");
     uint8_t lab6[64], labs[N];
     uint32_t d6[1] = {N - 1};
     for (int i = 0; i < N; i++) labs[i] = label(i);
