@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""resnet50_torch.py — the PyTorch CPU peer of mpx's ResNet-50 training step.
+
+The network of experiments/configs/resnet50/<scale>/fp32.cfg built the same way as
+models/resnet.c: ResNet-50 v1.5 (bottlenecks [3,4,6,3], stride on the 3x3, convs without bias,
+BN + ReLU), a width multiplier, the CIFAR stem (3x3/1, no max-pool) or the ImageNet one. One
+training step = forward, cross-entropy, backward, SGD with momentum and weight decay, on one
+fixed batch in channels-last layout, FP32, like `mpx bench`. Prints one JSON line.
+
+  python3 resnet50_torch.py --batch 64 --res 32 --width 0.25 --stem cifar --threads 2 --steps 10
+
+Optional: needs `pip install torch` (CPU is enough); compare.sh runs it beside mpx.
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        cout = width * 4
+        self.conv1, self.bn1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3, self.bn3 = nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                      nn.BatchNorm2d(cout))
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        y = self.relu(self.bn1(self.conv1(x)))
+        y = self.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return self.relu(y + (self.down(x) if self.down is not None else x))
+
+
+def resnet50(width, stem, classes):
+    s = lambda c: int(round(c * width))
+    layers = []
+    if stem == "imagenet":
+        layers += [nn.Conv2d(3, s(64), 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(s(64)),
+                   nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+    else:
+        layers += [nn.Conv2d(3, s(64), 3, padding=1, bias=False), nn.BatchNorm2d(s(64)),
+                   nn.ReLU(inplace=True)]
+    cin = s(64)
+    for i, (n, w) in enumerate(zip([3, 4, 6, 3], [64, 128, 256, 512])):
+        for k in range(n):
+            layers.append(Bottleneck(cin, s(w), 2 if k == 0 and i > 0 else 1))
+            cin = s(w) * 4
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--res", type=int, default=32)
+    ap.add_argument("--width", type=float, default=0.25)
+    ap.add_argument("--stem", choices=["cifar", "imagenet"], default="cifar")
+    ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model = resnet50(a.width, a.stem, a.classes).to(memory_format=torch.channels_last)
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    x = torch.randn(a.batch, 3, a.res, a.res).to(memory_format=torch.channels_last)
+    y = torch.randint(0, a.classes, (a.batch,))
+    loss_fn = nn.CrossEntropyLoss()
+    times = []
+    for i in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        if i >= a.warmup:
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "threads": a.threads,
+                      "batch": a.batch, "res": a.res, "width": a.width, "params": params,
+                      "median_s": med, "min_s": min(times), "samples_per_s": a.batch / med}))
+
+
+if __name__ == "__main__":
+    main()
