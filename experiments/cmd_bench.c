@@ -23,7 +23,7 @@ static void help(void) {
            "  --json FILE    write the results as JSON too\n");
 }
 
-static void write_json(FILE *f, const char *config, const mpx_bench_result *r) {
+static void write_json(FILE *f, const char *config, const mpx_bench_result *r, int tokens) {
     fprintf(f, "{\n  \"config\": \"%s\",\n  \"mpx_version\": \"%s\",\n  \"git_commit\": \"%s\",\n", config,
             mpx_version(), mpx_git_commit());
     fprintf(f, "  \"threads\": %d,\n  \"blas\": \"%s\",\n  \"batch\": %d,\n  \"gflop_per_step\": %.6g,\n",
@@ -36,9 +36,9 @@ static void write_json(FILE *f, const char *config, const mpx_bench_result *r) {
         const mpx_bench_row *w = &r->rows[i];
         fprintf(f, "    {\"name\": \"%s\", \"mode\": \"%s\", \"median_s\": %.6g, \"min_s\": %.6g, "
                    "\"max_s\": %.6g, \"samples_per_s\": %.6g, \"gflops\": %.6g, \"ratio_to_sgemm\": %.6g, "
-                   "\"arena_mib\": %.1f}%s\n",
+                   "\"tokens_per_s\": %.6g, \"arena_mib\": %.1f}%s\n",
                 w->name, w->mode, w->median_s, w->min_s, w->max_s, w->samples_per_s, w->gflops,
-                w->ratio_ref, w->arena_bytes / 1048576.0, i + 1 < r->n ? "," : "");
+                w->ratio_ref, w->samples_per_s * tokens, w->arena_bytes / 1048576.0, i + 1 < r->n ? "," : "");
     }
     fprintf(f, "  ]");
     if (r->has_overheads)
@@ -110,12 +110,16 @@ int cmd_bench(int argc, char **argv) {
            r.flops_per_step * 1e-9, mpx_threads_get(), mpx_blas_info());
     printf("reference: OpenBLAS sgemm %dx%dx%d (the dominant GEMM) %.1f GFLOP/s; 2048^3 %.1f GFLOP/s\n",
            r.ref_gemm_m, r.ref_gemm_n, r.ref_gemm_k, r.ref_gflops, r.big_gflops);
-    printf("%-11s %-5s %9s %9s %9s %10s %9s %8s %9s\n", "variant", "mode", "median_s", "min_s",
-           "max_s", "samples/s", "GFLOP/s", "/sgemm", "arena_MiB");
+    /* Sequence models: tokens per second too (samples x tokens per sample); 0 elsewhere. */
+    int tokens = rc.model.task == MPX_TASK_MLM ? rc.data.seq_len : 0;
+    printf("%-11s %-5s %9s %9s %9s %10s %9s %8s %9s%s\n", "variant", "mode", "median_s", "min_s",
+           "max_s", "samples/s", "GFLOP/s", "/sgemm", "arena_MiB", tokens ? "  tokens/s" : "");
     for (int i = 0; i < r.n; i++) {
         const mpx_bench_row *w = &r.rows[i];
-        printf("%-11s %-5s %9.4f %9.4f %9.4f %10.1f %9.1f %8.3f %9.1f\n", w->name, w->mode, w->median_s,
+        printf("%-11s %-5s %9.4f %9.4f %9.4f %10.1f %9.1f %8.3f %9.1f", w->name, w->mode, w->median_s,
                w->min_s, w->max_s, w->samples_per_s, w->gflops, w->ratio_ref, w->arena_bytes / 1048576.0);
+        if (tokens) printf(" %9.0f", w->samples_per_s * tokens);
+        printf("\n");
     }
     printf("peak RSS: %.1f MiB\n", r.peak_rss / 1048576.0);
     if (r.has_overheads)
@@ -128,7 +132,7 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "mpx bench: cannot write '%s'\n", json);
             return EXIT_FAIL;
         }
-        write_json(f, config, &r);
+        write_json(f, config, &r, tokens);
         if (fclose(f) != 0) {
             fprintf(stderr, "mpx bench: cannot write '%s'\n", json);
             return EXIT_FAIL;
