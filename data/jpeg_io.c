@@ -57,6 +57,8 @@ static void read_pixels(struct jpeg_decompress_struct *d, uint8_t *out, int cmyk
     }
 }
 
+#define MPX_JPEG_MAX_PIXELS ((uint64_t)1 << 26) /* 64 M pixels: 192 MB of RGB */
+
 mpx_status mpx_jpeg_decode(const uint8_t *data, size_t n, FILE *file, const char *name, int strict,
                            uint8_t **buf, size_t *cap, mpx_jpeg_info *info) {
     struct jpeg_decompress_struct d;
@@ -77,6 +79,15 @@ mpx_status mpx_jpeg_decode(const uint8_t *data, size_t n, FILE *file, const char
     else
         jpeg_mem_src(&d, data, (unsigned long)n);
     jpeg_read_header(&d, TRUE);
+    /* A corrupt or hostile header can declare up to 65500 x 65500 pixels (12 GB of RGB); no
+     * training image comes near MPX_JPEG_MAX_PIXELS, so refuse before allocating (fuzz_jpeg). */
+    if ((uint64_t)d.image_width * d.image_height > MPX_JPEG_MAX_PIXELS) {
+        mpx_status st = mpx_fail(MPX_ERR_INPUT, "JPEG '%s' declares %ux%u pixels (more than %d M): "
+                                 "corrupt or not a training image", name, d.image_width,
+                                 d.image_height, (int)(MPX_JPEG_MAX_PIXELS >> 20));
+        jpeg_destroy_decompress(&d);
+        return st;
+    }
     int cmyk = d.jpeg_color_space == JCS_CMYK || d.jpeg_color_space == JCS_YCCK;
     int inverted = d.saw_Adobe_marker;
     info->components = d.num_components;

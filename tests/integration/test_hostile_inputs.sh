@@ -81,6 +81,14 @@ for d in train/cat train/dog val/cat val/dog; do mkdir -p "if/$d"; head -c 300 /
 expect "corrupt JPEG" "cannot decode JPEG '.*/x.jpg'" "$MPX" train "$cfg/resnet50/smoke/fp32.cfg" data.dataset=imagefolder \
   data.root="$tmp/if" data.resolution=32 train.batch_size=1 data.train_subset=0 data.eval_subset=0 --out i.h5
 
+# A JPEG header declaring ~2 G pixels (found by fuzz_jpeg): refused before allocating.
+mkdir -p if2/train/a if2/val/a
+cp "$root/tests/fuzz/corpus/fuzz_jpeg/huge_dims.jpg" if2/train/a/x.jpg
+cp "$root/tests/fuzz/corpus/fuzz_jpeg/huge_dims.jpg" if2/val/a/x.jpg
+expect "JPEG with huge dimensions" "x.jpg' declares .* pixels" "$MPX" train "$cfg/resnet50/smoke/fp32.cfg" \
+  data.dataset=imagefolder data.root="$tmp/if2" data.resolution=32 train.batch_size=1 data.train_subset=0 \
+  data.eval_subset=0 --out i2.h5
+
 # Empty text corpus.
 mkdir -p txt; : > txt/a.txt
 expect "empty text corpus" "txt.*empty" "$MPX" train "$cfg/bert/smoke/fp32.cfg" data.root="$tmp/txt" --out t.h5
