@@ -72,6 +72,22 @@ float *mpx_optimizer_state(mpx_optimizer *o, int param, int k) {
 int64_t mpx_optimizer_steps(const mpx_optimizer *o) { return o->steps; }
 void mpx_optimizer_set_steps(mpx_optimizer *o, int64_t steps) { o->steps = steps; }
 
+/* AdamW/LAMB step constants. 1 - beta in double first: 1 - (float)0.999 is off by 1.3e-5
+ * relative. */
+static mpx_adamw_step adam_step(const mpx_optim_cfg *c, int64_t steps, double lr, float wd, float clip) {
+    mpx_adamw_step s = {(float)lr,
+                        (float)c->beta1,
+                        (float)c->beta2,
+                        (float)(1.0 - c->beta1),
+                        (float)(1.0 - c->beta2),
+                        (float)c->eps,
+                        (float)(1.0 - pow(c->beta1, (double)steps)),
+                        (float)(1.0 - pow(c->beta2, (double)steps)),
+                        wd,
+                        clip};
+    return s;
+}
+
 mpx_status mpx_optimizer_step(mpx_optimizer *o, double lr, double *grad_norm) {
     const mpx_optim_cfg *c = &o->cfg;
     int np = mpx_graph_n_params(o->g);
@@ -93,16 +109,7 @@ mpx_status mpx_optimizer_step(mpx_optimizer *o, double lr, double *grad_norm) {
             mpx_sgd_step s = {(float)lr, (float)c->momentum, wd, clip, c->nesterov};
             o->be->sgd_update(p->master, p->grad, o->state[i], (size_t)p->numel, &s);
         } else if (c->kind == MPX_OPT_LAMB) {
-            mpx_adamw_step s = {(float)lr,
-                                (float)c->beta1,
-                                (float)c->beta2,
-                                (float)(1.0 - c->beta1),
-                                (float)(1.0 - c->beta2),
-                                (float)c->eps,
-                                (float)(1.0 - pow(c->beta1, (double)o->steps)),
-                                (float)(1.0 - pow(c->beta2, (double)o->steps)),
-                                wd,
-                                clip};
+            mpx_adamw_step s = adam_step(c, o->steps, lr, wd, clip);
             /* The direction overwrites the gradient, which nothing reads after the update. */
             o->be->lamb_direction(p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
                                   (size_t)p->numel, &s);
@@ -111,17 +118,7 @@ mpx_status mpx_optimizer_step(mpx_optimizer *o, double lr, double *grad_norm) {
             double trust = wn > 0 && un > 0 ? wn / un : 1.0;
             o->be->scaled_sub(p->master, p->grad, (size_t)p->numel, (float)(lr * trust));
         } else {
-            /* 1 - beta in double first: 1 - (float)0.999 is off by 1.3e-5 relative. */
-            mpx_adamw_step s = {(float)lr,
-                                (float)c->beta1,
-                                (float)c->beta2,
-                                (float)(1.0 - c->beta1),
-                                (float)(1.0 - c->beta2),
-                                (float)c->eps,
-                                (float)(1.0 - pow(c->beta1, (double)o->steps)),
-                                (float)(1.0 - pow(c->beta2, (double)o->steps)),
-                                wd,
-                                clip};
+            mpx_adamw_step s = adam_step(c, o->steps, lr, wd, clip);
             o->be->adamw_update(p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
                                 (size_t)p->numel, &s);
         }
