@@ -178,6 +178,16 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
     return MPX_OK;
 }
 
+/* Register layer l as an observer of tensor t's gradient counts (at most four per tensor). */
+static mpx_status add_observer(gtensor *t, int l) {
+    int slot = 0;
+    while (slot < 4 && t->observer[slot] >= 0) slot++;
+    if (slot == 4)
+        return mpx_fail(MPX_ERR_INTERNAL, "tensor '%s' observed by more than four layers", t->name);
+    t->observer[slot] = l;
+    return MPX_OK;
+}
+
 static mpx_status init_state(mpx_graph *g, uint64_t seed) {
     int64_t biggest = 1;
     for (int i = 0; i < g->n_params; i++)
@@ -254,26 +264,13 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
         gnode *n = &g->nodes[g->layer_node[l]];
         if (n->seeds_gradient) {
             /* A loss observes every gradient it emits (SSD's: confidences and locations). */
-            for (int k = 0; k < n->n_in; k++) {
-                gtensor *t = &g->tensors[n->in[k]];
-                if (!t->requires_grad) continue;
-                int slot = 0;
-                while (slot < 4 && t->observer[slot] >= 0) slot++;
-                if (slot == 4)
-                    return mpx_fail(MPX_ERR_INTERNAL, "tensor '%s' observed by more than four layers",
-                                    t->name);
-                t->observer[slot] = l;
-            }
+            for (int k = 0; k < n->n_in; k++)
+                if (g->tensors[n->in[k]].requires_grad) MPX_TRY(add_observer(&g->tensors[n->in[k]], l));
             continue;
         }
         int ti = n->out;
         gtensor *t = &g->tensors[ti];
-        int slot = 0;
-        while (slot < 4 && t->observer[slot] >= 0) slot++;
-        if (slot == 4)
-            return mpx_fail(MPX_ERR_INTERNAL, "tensor '%s' observed by more than four layers",
-                            t->name);
-        t->observer[slot] = l;
+        MPX_TRY(add_observer(t, l));
         for (int cur = ti; g->tensors[cur].n_consumers == 1;) {
             const gnode *c = &g->nodes[g->tensors[cur].consumers[0]];
             if (!op_moves_values(c->op)) break;
