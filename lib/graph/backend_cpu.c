@@ -77,29 +77,27 @@ static void cpu_sgd_update(float *w, const float *g, float *v, size_t n, const m
     }
 }
 
+/* Element k of the Adam moments update; returns the AdamW direction (bias-corrected moment
+ * ratio plus decoupled weight decay) that AdamW applies with lr and LAMB with its trust ratio. */
+static inline float adam_direction(float w, float g, float *m, float *v, const mpx_adamw_step *s) {
+    float gk = g * s->clip;
+    *m = s->beta1 * *m + s->one_minus_beta1 * gk;
+    *v = s->beta2 * *v + s->one_minus_beta2 * gk * gk;
+    float mhat = *m / s->bias_corr1, vhat = *v / s->bias_corr2;
+    return mhat / (sqrtf(vhat) + s->eps) + s->wd * w;
+}
+
 /* AdamW (decoupled weight decay, bias-corrected moments). */
 static void cpu_adamw_update(float *w, const float *g, float *m, float *v, size_t n,
                              const mpx_adamw_step *s) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t k = 0; k < n; k++) {
-        float gk = g[k] * s->clip;
-        m[k] = s->beta1 * m[k] + s->one_minus_beta1 * gk;
-        v[k] = s->beta2 * v[k] + s->one_minus_beta2 * gk * gk;
-        float mhat = m[k] / s->bias_corr1, vhat = v[k] / s->bias_corr2;
-        w[k] -= s->lr * (mhat / (sqrtf(vhat) + s->eps) + s->wd * w[k]);
-    }
+    for (size_t k = 0; k < n; k++) w[k] -= s->lr * adam_direction(w[k], g[k], &m[k], &v[k], s);
 }
 
 static void cpu_lamb_direction(const float *w, float *g, float *m, float *v, size_t n,
                                const mpx_adamw_step *s) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t k = 0; k < n; k++) {
-        float gk = g[k] * s->clip;
-        m[k] = s->beta1 * m[k] + s->one_minus_beta1 * gk;
-        v[k] = s->beta2 * v[k] + s->one_minus_beta2 * gk * gk;
-        float mhat = m[k] / s->bias_corr1, vhat = v[k] / s->bias_corr2;
-        g[k] = mhat / (sqrtf(vhat) + s->eps) + s->wd * w[k];
-    }
+    for (size_t k = 0; k < n; k++) g[k] = adam_direction(w[k], g[k], &m[k], &v[k], s);
 }
 
 static void cpu_scaled_sub(float *w, const float *u, size_t n, float a) {
