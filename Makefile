@@ -64,7 +64,7 @@ bench: build
 
 # Accuracy and speed against results/baselines/*.json (exit 1 on a regression, with a table).
 regress: build
-	@python3 experiments/regress.py
+	@python3 experiments/regress.py $(REGRESS_FLAGS)
 
 # Measure again (3 seeds) and rewrite the baselines: make regress-update REASON="why".
 regress-update: build

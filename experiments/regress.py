@@ -18,6 +18,10 @@ GFLOP/s to an OpenBLAS sgemm of the model's dominant GEMM measured in the same r
 busy or slower machine does not read as a regression. A ratio more than 15% below the baseline
 fails (after one re-measurement, so that a busy moment is not a regression). Ratios depend on the CPU (its kernels), so they are compared only when the baseline was
 recorded on the same CPU model; otherwise the table says so and shows the numbers.
+--speed=report prints the speed rows without failing on them: CI uses it, because on a shared
+CI machine the model and the sgemm reference are measured at different moments and the ratio
+itself moved by up to 2x between runs there (SSD smoke fp32: 0.39 and 0.74), far more than the
+15% a real slow-down would show. Run the gate itself (make regress) on a quiet machine.
 """
 import argparse
 import datetime
@@ -160,7 +164,7 @@ def compare(args, mpx, model, tmp, log, rows):
     speed = bench(mpx, model, tmp, log)
     same_cpu = base.get("cpu") == cpu_model()
     base_speed = base.get("speed_ratio_to_sgemm", {})
-    if same_cpu and any(v in base_speed and r < (1 - SPEED_TOLERANCE) * base_speed[v]
+    if same_cpu and args.speed == "check" and any(v in base_speed and r < (1 - SPEED_TOLERANCE) * base_speed[v]
                         for v, r in speed.items()):
         # One re-measurement: a real regression persists, a busy moment usually does not.
         again = bench(mpx, model, tmp, log)
@@ -175,9 +179,13 @@ def compare(args, mpx, model, tmp, log, rows):
                          "not compared (baseline from another CPU)"))
             continue
         ok = ratio >= (1 - SPEED_TOLERANCE) * b
-        bad += not ok
+        verdict = "ok" if ok else "REGRESSION"
+        if args.speed == "report":
+            verdict = "ok" if ok else "slower (reported only: --speed=report)"
+        else:
+            bad += not ok
         rows.append((f"{model} {v} speed/sgemm", f"{b:.3f} (-15%: {(1 - SPEED_TOLERANCE) * b:.3f})",
-                     f"{ratio:.3f}", "ok" if ok else "REGRESSION"))
+                     f"{ratio:.3f}", verdict))
     return bad
 
 
@@ -189,6 +197,8 @@ def main():
     ap.add_argument("--reason", default="", help="why the baselines change (required with --update)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per method for --update")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated models")
+    ap.add_argument("--speed", choices=("check", "report"), default="check",
+                    help="check: a speed ratio 15%% below the baseline fails; report: print only")
     ap.add_argument("--mpx", default=os.path.join(ROOT, "build", "mpx"))
     ap.add_argument("--baselines", default=os.path.join(ROOT, "results", "baselines"))
     args = ap.parse_args()
