@@ -85,6 +85,7 @@ static gnode *add_node(mpx_graph *g, op_kind op, const char *name, const int *in
     }
     gtensor *t = &g->tensors[g->n_tensors];
     memset(t, 0, sizeof *t);
+    t->q_step = -1;
     snprintf(t->name, MPX_NAME_MAX, "%s", name);
     t->ndim = ndim;
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);

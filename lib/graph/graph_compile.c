@@ -225,6 +225,7 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
     /* The executor's own needs; operators are checked when a node runs. */
     const char *missing = !g->be->decode ? "decode" : !g->be->moments ? "moments"
                         : !g->be->accumulate ? "accumulate"
+                        : !g->be->absmax ? "absmax"
                         : !g->be->unscale_accumulate ? "unscale_accumulate"
                         : !g->be->abs_quantile ? "abs_quantile"
                         : !g->be->sumsq ? "sumsq" : !g->be->sgd_update ? "sgd_update"

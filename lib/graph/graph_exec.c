@@ -149,10 +149,32 @@ static void share_counts(mpx_graph *g, const gtensor *t) {
                     sizeof(mpx_cast_stats));
 }
 
+/* adaptive-quantile: take the quantile of the gradient about to be rounded into t's storage,
+ * from its FP32 values (times `multiplier`, as the cast applies it). Why before the rounding:
+ * stored FP16 keeps no nonzero magnitude below 2^-24, so a quantile of the stored values could
+ * never ask for a factor above 1. A gradient written by an op that only moves the values of
+ * its output gradient (ReLU, add, pooling, reshape; `writer`) holds values rounded further
+ * down the backward pass: it takes over the quantile of that op's output gradient instead.
+ * So does dropout's (a mask and 1/(1-p), which moves the quantile by less than a binade). */
+static void note_quantile(mpx_graph *g, gtensor *t, const float *src, double multiplier,
+                          const gnode *writer) {
+    if (!g->quantile_due) return;
+    const gtensor *up = writer ? &g->tensors[writer->out] : NULL;
+    if (up && (op_moves_values(writer->op) || writer->op == OP_DROPOUT) && up->q_step == g->step)
+        t->q_pre = up->q_pre;
+    else
+        t->q_pre = g->be->abs_quantile(src, (size_t)t->numel, g->bw->scaling->quantile,
+                                       (float)multiplier);
+    t->q_step = g->step;
+}
+
 /* The cast that writes tensor t's gradient (counted for its observers). On statistics steps a
- * tensor on a value-moving chain first keeps its FP32 value as the shadow. */
-static void cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier) {
+ * tensor on a value-moving chain first keeps its FP32 value as the shadow. `writer` is the
+ * node whose backward made src (NULL for a merge of branches). */
+static void cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier,
+                      const gnode *writer) {
     gtensor *t = &g->tensors[tensor];
+    note_quantile(g, t, src, multiplier, writer);
     if (g->bw->stats && t->needs_shadow) {
         mpx_cast_spec sh = mpx_cast_plain(MPX_F32);
         sh.scale = (float)multiplier;
@@ -193,7 +215,11 @@ mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v)
     double carried = n->s_prev * n->layer_scale;
     if (t->n_consumers > 1) {
         int c = consumer_slot(t, g->nodes, n, slot);
-        if (multiplier != 1.0) {
+        t->branch_pending[c] = 1.0f;
+        if (!n->seeds_gradient) {
+            t->branch_pending[c] = (float)multiplier; /* a power of two: exact when applied */
+        } else if (multiplier != 1.0) {
+            /* The loss's seed scale is applied now: its statistics row reads the branch. */
             mpx_cast_spec s = mpx_cast_plain(MPX_F32);
             s.scale = (float)multiplier;
             g->be->cast(&s, v->data, v->data, (size_t)t->numel);
@@ -202,7 +228,7 @@ mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v)
         t->branch_ready |= 1u << c;
         return MPX_OK;
     }
-    cast_grad(g, n->in[slot], v->data, multiplier);
+    cast_grad(g, n->in[slot], v->data, multiplier, n);
     t->grad_scale = carried;
     t->grad_ready = 1;
     return MPX_OK;
@@ -264,7 +290,7 @@ float mpx_graph_loss(const mpx_graph *g) { return g->loss_value; }
 static mpx_status merge_branches(mpx_graph *g, int tensor) {
     gtensor *t = &g->tensors[tensor];
     int idx[8], k = 0;
-    double S[8], absmax[8];
+    double S[8], absmax[8], factor[8];
     for (int c = 0; c < t->n_consumers; c++)
         if (t->branch_ready & (1u << c)) {
             idx[k] = c;
@@ -275,11 +301,9 @@ static mpx_status merge_branches(mpx_graph *g, int tensor) {
     if (k == 0) return MPX_OK;
     double target = S[0];
     if (g->layerwise) {
-        for (int i = 0; i < k; i++) {
-            mpx_moments m;
-            g->be->moments(t->branch[idx[i]], (size_t)t->numel, &m);
-            absmax[i] = m.all_finite ? m.absmax : INFINITY;
-        }
+        for (int i = 0; i < k; i++)
+            absmax[i] = (double)g->be->absmax(t->branch[idx[i]], (size_t)t->numel) *
+                        t->branch_pending[idx[i]];
         target = mpx_als_merge_target(g->bw->scaling, k, S, absmax);
     } else {
         for (int i = 1; i < k; i++)
@@ -287,17 +311,23 @@ static mpx_status merge_branches(mpx_graph *g, int tensor) {
                 return mpx_fail(MPX_ERR_INTERNAL, "branches of '%s' carry scales %g and %g",
                                 t->name, S[0], S[i]);
     }
-    float *acc = t->branch[idx[0]];
-    for (int i = 0; i < k; i++) {
-        float *b = t->branch[idx[i]];
-        if (target != S[i]) {
-            mpx_cast_spec s = mpx_cast_plain(MPX_F32);
-            s.scale = (float)(target / S[i]);
-            g->be->cast(&s, b, b, (size_t)t->numel);
-        }
-        if (i > 0) g->be->accumulate(acc, b, (size_t)t->numel);
+    /* Each branch is multiplied by its pending factor and target / S_i (powers of two, so
+     * exact) inside the accumulation. The sum starts from a branch that needs no factor
+     * (usually one does), so that no branch costs a pass of its own. */
+    int base = 0;
+    for (int i = k - 1; i >= 0; i--) {
+        factor[i] = target / S[i] * t->branch_pending[idx[i]];
+        if (factor[i] == 1.0) base = i;
     }
-    cast_grad(g, tensor, acc, 1.0);
+    float *acc = t->branch[idx[base]];
+    if (factor[base] != 1.0) {
+        mpx_cast_spec s = mpx_cast_plain(MPX_F32);
+        s.scale = (float)factor[base];
+        g->be->cast(&s, acc, acc, (size_t)t->numel);
+    }
+    for (int i = 0; i < k; i++)
+        if (i != base) g->be->accumulate(acc, t->branch[idx[i]], (size_t)t->numel, (float)factor[i]);
+    cast_grad(g, tensor, acc, 1.0, NULL);
     t->grad_scale = target;
     t->grad_ready = 1;
     return MPX_OK;
@@ -307,14 +337,19 @@ static void moments_into(const mpx_graph *g, const mpx_tensor *v, mpx_moments *m
     g->be->moments(v->data, (size_t)mpx_tensor_numel(v), m);
 }
 
+/* Whether a conv/linear node recomputes its unbound adaptive factor on this step. */
+static int als_update_due(const mpx_graph *g, const gnode *n) {
+    int every = g->bw->scaling->update_every > 0 ? g->bw->scaling->update_every : 1;
+    return !n->als_valid || g->step % every == 0;
+}
+
 /* The adaptive factor s of a conv/linear node from its incoming gradient and weight. */
-static void layer_factor(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *w,
-                         const mpx_moments *mg, const mpx_moments *mw) {
+static mpx_status layer_factor(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *w,
+                               const mpx_moments *mg, const mpx_moments *mw) {
     const mpx_scaling_cfg *c = g->bw->scaling;
     n->layer_scale = 1.0;
-    if (!g->layerwise || !n->is_gemm_layer) return;
-    int every = c->update_every > 0 ? c->update_every : 1;
-    if (!n->als_valid || g->step % every == 0) {
+    if (!g->layerwise || !n->is_gemm_layer) return MPX_OK;
+    if (als_update_due(g, n)) {
         mpx_moments a, b;
         if (!mg) {
             moments_into(g, dy, &a);
@@ -327,9 +362,11 @@ static void layer_factor(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         mpx_als_inputs in = {mg->mean, mg->std, mw->mean, mw->std, mg->min, mg->max,
                              mw->min,  mw->max, n->fan_in, 0};
         if (c->method == MPX_SCALING_ADAPTIVE_QUANTILE) {
-            int64_t numel = mpx_tensor_numel(dy);
-            float *tmp = scratch_take(g, numel);
-            in.q_abs_g = tmp ? g->be->abs_quantile(dy->data, (size_t)numel, c->quantile, tmp) : 0;
+            const gtensor *o = &g->tensors[n->out];
+            if (o->q_step != g->step)
+                return mpx_fail(MPX_ERR_INTERNAL, "no pre-rounding quantile of '%s' at step %lld",
+                                o->name, (long long)g->step);
+            in.q_abs_g = o->q_pre;
             n->als_unbound = mpx_als_quantile_unbound(c, &in);
         } else {
             n->als_unbound = mpx_als_unbound(c, &in);
@@ -337,6 +374,7 @@ static void layer_factor(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         n->als_valid = 1;
     }
     n->layer_scale = mpx_als_bound(c, n->als_unbound, n->s_prev);
+    return MPX_OK;
 }
 
 static void set_g_stats(mpx_layer_stats *ls, const mpx_moments *m) {
@@ -377,7 +415,7 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
             ls->w_max = mw.max;
         }
     }
-    layer_factor(g, n, &dy, &w0, pmg, pmw);
+    MPX_TRY(layer_factor(g, n, &dy, &w0, pmg, pmw));
 
     MPX_TRY(node_backward(g, n, n->seeds_gradient ? NULL : &dy, n->n_param > 0 ? &w0 : NULL));
     if (g->bw->stats && out->needs_shadow && op_moves_values(n->op)) {
@@ -416,6 +454,11 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
     g->layerwise = o->scaling && mpx_scaling_is_layerwise(o->scaling->method);
     g->step = o->step;
     g->nonfinite = 0;
+    /* adaptive-quantile: gradients note their quantile when any layer recomputes its factor. */
+    g->quantile_due = 0;
+    if (g->layerwise && o->scaling->method == MPX_SCALING_ADAPTIVE_QUANTILE)
+        for (int i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i].is_gemm_layer && als_update_due(g, &g->nodes[i])) g->quantile_due = 1;
     for (int i = 0; i < g->n_params; i++)
         g->be->zero(g->params[i].grad, (size_t)g->params[i].numel * sizeof(float));
     for (int i = 0; i < g->n_tensors; i++) {

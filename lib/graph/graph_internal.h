@@ -47,7 +47,9 @@ typedef struct {
     void *value;
     void *grad;              /* NULL when !requires_grad */
     float *branch[8];        /* FP32 contributions when n_consumers > 1 */
-    double branch_scale[8];
+    double branch_scale[8];  /* S carried by branch c once its pending factor is applied */
+    float branch_pending[8]; /* a layer's factor s not yet multiplied into branch c: the merge
+                              * applies it inside its accumulation instead of a separate pass */
     double grad_scale;       /* S carried by the gradient in `grad` */
     int grad_ready;          /* this backward pass wrote `grad` */
     unsigned branch_ready;   /* bit c: consumer c wrote branch[c] */
@@ -56,6 +58,10 @@ typedef struct {
     int needs_shadow;        /* on statistics steps keep the FP32 pre-rounding gradient */
     float *shadow;           /* that FP32 copy (planned like the branch buffers) */
     size_t grad_bytes, branch_bytes;
+    /* adaptive-quantile: the quantile of the nonzero |gradient| before its rounding into storage
+     * (power-of-two resolution) and the step it belongs to; read by the producer's factor. */
+    float q_pre;
+    int64_t q_step;
 } gtensor;
 
 typedef union {
@@ -133,6 +139,7 @@ struct mpx_graph {
     /* the backward pass in progress */
     const mpx_backward_opts *bw;
     int layerwise;                 /* adaptive scaling: per-layer factors and merges */
+    int quantile_due;              /* adaptive-quantile recomputes factors this step */
     int64_t step;
     int64_t nonfinite;
 };

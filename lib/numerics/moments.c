@@ -1,4 +1,5 @@
-/* moments.c — mean / std / extremes of an FP32 array and the quantile of its nonzero magnitudes,
+/* moments.c — mean / std / extremes of an FP32 array and the quantile of its nonzero magnitudes
+ * (to the power of two above it),
  * the statistics adaptive loss scaling and the run log use.
  *
  * Determinism: the array is cut into fixed blocks of MBLOCK elements whatever the thread count;
@@ -7,6 +8,7 @@
  * update). The result therefore depends on n and the data only, never on the threads.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "mpx/numerics.h"
@@ -92,62 +94,67 @@ void mpx_moments_f32(const float *x, size_t n, mpx_moments *out) {
 
 /* ---- selection ---- */
 
-static void swapf(float *a, float *b) {
-    float t = *a;
-    *a = *b;
-    *b = t;
-}
-
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* The k-th smallest (0-based) of v[0..m) (no NaN), reordering v. Quickselect with a
- * median-of-three pivot and a three-way partition (gradients hold many equal values); after
- * 2 log2(m) + 8 rounds without converging it sorts what is left, so the worst case stays
- * O(m log m). */
-static float select_kth(float *v, size_t m, size_t k) {
-    size_t lo = 0, hi = m; /* the answer is in v[lo..hi) */
-    int budget = 8;
-    for (size_t t = m; t > 1; t >>= 1) budget += 2;
-    while (hi - lo > 1) {
-        if (budget-- == 0) {
-            qsort(v + lo, hi - lo, sizeof(float), cmp_float);
-            return v[k];
-        }
-        size_t mid = lo + (hi - lo) / 2;
-        float a = v[lo], b = v[mid], c = v[hi - 1];
-        float pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        /* v[lo..lt) < pivot, v[lt..i) == pivot, v[gt..hi) > pivot */
-        size_t lt = lo, i = lo, gt = hi;
-        while (i < gt) {
-            if (v[i] < pivot)
-                swapf(&v[lt++], &v[i++]);
-            else if (v[i] > pivot)
-                swapf(&v[i], &v[--gt]);
-            else
-                i++;
-        }
-        if (k < lt)
-            hi = lt;
-        else if (k >= gt)
-            lo = gt;
-        else
-            return pivot;
-    }
-    return v[lo];
-}
-
-float mpx_abs_quantile_nonzero(const float *x, size_t n, double q, float *scratch) {
-    size_t m = 0;
+float mpx_absmax_f32(const float *x, size_t n) {
+    /* On the bit patterns with the sign cleared, unsigned order is |value| order and every
+     * NaN and Inf sorts above every finite value: an integer max is exact, needs no NaN
+     * special case, and vectorises; max is order-free, so the threads do not change it. */
+    const uint32_t *u = (const uint32_t *)(const void *)x;
+    uint32_t m = 0;
+#pragma omp parallel for schedule(static) reduction(max : m) if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        if (a != 0 && !isnan(a)) scratch[m++] = a;
+        uint32_t a = u[i] & 0x7fffffffu;
+        m = a > m ? a : m;
+    }
+    if (m >= 0x7f800000u) return INFINITY;
+    union { uint32_t u; float f; } r = {m};
+    return r.f;
+}
+
+/* Counts per binade: bin e + BIAS holds |x| in [2^e, 2^(e+1)), e from -149 (the smallest FP32
+ * subnormal) to 127, and bin 128 + BIAS holds Inf; `exact` counts the values equal to 2^e. */
+enum { QBIAS = 149, QBINS = 149 + 129 };
+
+static void binade_of(float a, int *e, int *exact) {
+    union { float f; uint32_t u; } b = {a};
+    uint32_t field = b.u >> 23, mant = b.u & 0x7fffffu;
+    if (field == 0xff) { /* Inf (NaN is filtered by the caller) */
+        *e = 128;
+        *exact = 1;
+    } else if (field == 0) { /* subnormal: 2^-149 * mant, mant in [1, 2^23) */
+        int top = 31 - __builtin_clz(mant);
+        *e = top - 149;
+        *exact = (mant & (mant - 1)) == 0;
+    } else {
+        *e = (int)field - 127;
+        *exact = mant == 0;
+    }
+}
+
+float mpx_abs_quantile_ceil_pow2(const float *x, size_t n, double q, float scale) {
+    size_t cnt[QBINS] = {0}, exact[QBINS] = {0}, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(x[i] * scale);
+        if (a == 0 || isnan(a)) continue;
+        int e, ex;
+        binade_of(a, &e, &ex);
+        cnt[e + QBIAS]++;
+        exact[e + QBIAS] += (size_t)ex;
+        m++;
     }
     if (m == 0) return 0.0f;
-    /* The smallest value v with at least a fraction q of the elements <= v: rank ceil(q m). */
+    /* The element of rank ceil(q m) (1-based; q = 0 gives the minimum). Within a binade the
+     * exact power 2^e is the smallest value, so the rank lands on it when it is among the
+     * first exact[e] of the bin; any other value of the bin rounds up to 2^(e+1). */
     double r = ceil(q * (double)m);
-    size_t k = r <= 1 ? 0 : (r >= (double)m ? m - 1 : (size_t)r - 1);
-    return select_kth(scratch, m, k);
+    size_t k = r <= 1 ? 1 : (r >= (double)m ? m : (size_t)r);
+    for (int b = 0; b < QBINS; b++) {
+        if (k > cnt[b]) {
+            k -= cnt[b];
+            continue;
+        }
+        int e = b - QBIAS;
+        if (e == 128) return INFINITY;
+        return ldexpf(1.0f, k <= exact[b] ? e : e + 1);
+    }
+    return INFINITY; /* not reached: the counts sum to m */
 }

@@ -7,7 +7,8 @@
  *     parameter-free ops pass it through; a branch merge gives one common scale;
  *   - every op in fp16 and bf16 storage against fp32, within tolerances derived from the formats;
  *   - the counted underflow of an fp16 run without scaling equals an independent recount in
- *     double precision, and adaptive scaling lowers it.
+ *     double precision, and adaptive scaling lowers it;
+ *   - adaptive-quantile takes its quantile from the gradient before rounding (closed form).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -219,6 +220,11 @@ static mpx_graph *mlp(const char *mode, int *x, int *y, int *h) {
     return g;
 }
 
+static int cmpf(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
 static void test_underflow_recount(void) {
     int x, y, h;
     mpx_graph *g = mlp("fp16", &x, &y, &h);
@@ -244,12 +250,14 @@ static void test_underflow_recount(void) {
     for (int64_t k = 0; k < p2->numel; k++) w2[k] = mpx_f16_to_f32(((const uint16_t *)p2->work)[k]);
     mpx_cast_stats re;
     memset(&re, 0, sizeof re);
-    int near_boundary = 0;
+    int near_boundary = 0, n_pre = 0;
+    static float pre[N * D]; /* the nonzero |values| before rounding, for the quantile below */
     for (int n = 0; n < N; n++)
         for (int j = 0; j < D; j++) {
             double acc = 0;
             for (int k = 0; k < O; k++) acc += (double)dl[n * O + k] * w2[j * O + k];
             float v = hv[n * D + j] > 0 ? (float)acc : 0.0f;
+            if (v != 0) pre[n_pre++] = fabsf(v);
             near_boundary += fabs(fabs(acc) / ldexp(1.0, -25) - 1.0) < 1e-4;
             re.count++;
             if (v != 0) re.nonzero++;
@@ -285,6 +293,35 @@ static void test_underflow_recount(void) {
     printf("underflow at linear1: none %.4f (recount %.4f), adaptive %.4f (s = %g)\n", rate_none,
            mpx_underflow_rate(&re), rate_ad, stats[layer_index(g, "linear2")].layer_scale);
     CHECK(rate_ad < rate_none / 4, "adaptive did not lower underflow: %g vs %g", rate_ad, rate_none);
+    mpx_graph_free(g);
+
+    /* adaptive-quantile: linear1's factor comes from the 1% quantile of the nonzero magnitudes
+     * of its output gradient BEFORE rounding (the recount's values, times the factor linear2
+     * applied; a power of two, so exact). In storage no nonzero value is below 2^-24 and the
+     * factor would always be 1; here most of the gradient underflows, so it must be > 1 and
+     * equal the closed form from an independent quantile (sorting). Bounds opened so that the
+     * quantile decides. */
+    g = mlp("fp16", &x, &y, &h);
+    mpx_scaling_cfg aq;
+    mpx_scaling_defaults(&aq);
+    aq.method = MPX_SCALING_ADAPTIVE_QUANTILE;
+    aq.scale_bound = ldexp(1.0, 40);
+    aq.accum_bound = ldexp(1.0, 60);
+    CHECK_OK(mpx_graph_forward(g, 1));
+    bo.scaling = &aq;
+    CHECK_OK(mpx_graph_backward(g, &bo, &nf));
+    const mpx_layer_stats *s1 = &stats[l1];
+    double s2 = stats[layer_index(g, "linear2")].layer_scale;
+    qsort(pre, (size_t)n_pre, sizeof *pre, cmpf);
+    double r = ceil(aq.quantile * n_pre);
+    double q = s2 * pre[r < 1 ? 0 : (size_t)r - 1];
+    mpx_als_inputs in = {s1->g_mean, s1->g_std, s1->w_mean, s1->w_std, s1->g_min, s1->g_max,
+                         s1->w_min,  s1->w_max, D, q};
+    double want = mpx_als_bound(&aq, mpx_als_quantile_unbound(&aq, &in), s1->scale);
+    printf("adaptive-quantile: linear1 factor %g (closed form %g from quantile %g), linear2 %g\n",
+           s1->layer_scale, want, q, s2);
+    CHECK(s1->layer_scale == want, "linear1 factor %g, closed form %g", s1->layer_scale, want);
+    CHECK(s1->layer_scale > 1, "adaptive-quantile gave linear1 no factor (quantile %g)", q);
     mpx_graph_free(g);
 }
 

@@ -1,7 +1,7 @@
-/* test_moments.c — mpx_moments_f32 and mpx_abs_quantile_nonzero.
+/* test_moments.c — mpx_moments_f32, mpx_absmax_f32 and mpx_abs_quantile_ceil_pow2.
  *
  * Moments against a long-double two-pass loop, bit-identical with 1 and 2 threads; extremes and
- * the finite flag exactly; the quantile against sorting.
+ * the finite flag exactly; the quantile against sorting (then rounding up to a power of two).
  */
 #include <math.h>
 #include <omp.h>
@@ -91,51 +91,91 @@ static int cmpf(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The reference: the power of two at or above v > 0 (Inf stays Inf). */
+static float ceil_pow2(float v) {
+    if (isinf(v)) return v;
+    int e;
+    float f = frexpf(v, &e); /* v = f 2^e, f in [0.5, 1) */
+    return f == 0.5f ? v : ldexpf(1.0f, e);
+}
+
 static void test_quantile(void) {
     const size_t n = 200001;
-    float *x = malloc(n * sizeof *x), *scratch = malloc(n * sizeof *x),
-          *sorted = malloc(n * sizeof *x);
-    NEED(x && scratch && sorted);
-    /* Many zeros (excluded), many duplicates (FP16-rounded values), a few NaN (ignored). */
+    float *x = malloc(n * sizeof *x), *sorted = malloc(n * sizeof *x);
+    NEED(x && sorted);
+    /* Many zeros (excluded), many duplicates and exact powers of two (FP16-rounded values), a
+     * few NaN (ignored), FP32 subnormals and an Inf. */
     for (size_t i = 0; i < n; i++) {
         uint32_t w[4];
         mpx_philox(71, MPX_RNG_TEST, i, w);
         float v = mpx_round_to(MPX_F16, (float)exp2(-20.0 + 20.0 * (double)w[0] / 4294967296.0));
+        if (w[1] % 16 == 1) v = ldexpf(1.0f, -(int)(w[2] % 40)); /* exact powers down to 2^-39 */
+        if (w[1] % 64 == 2) v = ldexpf((float)(1 + w[2] % 1000), -149); /* FP32 subnormals */
         x[i] = w[1] % 4 == 0 ? 0.0f : (w[2] & 1 ? -v : v);
         if (w[3] % 10007 == 0) x[i] = NAN;
     }
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (x[i] != 0 && !isnan(x[i])) sorted[m++] = fabsf(x[i]);
-    qsort(sorted, m, sizeof *sorted, cmpf);
-    /* Definition: the smallest v with at least a fraction q of the nonzero |x| <= v, i.e. the
-     * element of rank ceil(q m) (1-based) in sorted order; q = 0 gives the minimum. */
+    x[5] = -INFINITY;
+    const float scales[] = {1.0f, 1024.0f, 0.75f};
     const double qs[] = {0.0, 0.001, 0.01, 0.25, 0.5, 0.99, 1.0};
-    for (int k = 0; k < 7; k++) {
-        double r = ceil(qs[k] * (double)m);
-        size_t idx = r < 1 ? 0 : (size_t)r - 1;
-        float got = mpx_abs_quantile_nonzero(x, n, qs[k], scratch);
-        CHECK(got == sorted[idx], "q=%g: %g, want %g", qs[k], (double)got, (double)sorted[idx]);
+    for (int si = 0; si < 3; si++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            float a = fabsf(x[i] * scales[si]);
+            if (a != 0 && !isnan(a)) sorted[m++] = a;
+        }
+        qsort(sorted, m, sizeof *sorted, cmpf);
+        /* Definition: the smallest v with at least a fraction q of the nonzero |s x| <= v, i.e.
+         * the element of rank ceil(q m) (1-based); q = 0 gives the minimum. */
+        for (int k = 0; k < 7; k++) {
+            double r = ceil(qs[k] * (double)m);
+            size_t idx = r < 1 ? 0 : (size_t)r - 1;
+            float want = ceil_pow2(sorted[idx]);
+            float got = mpx_abs_quantile_ceil_pow2(x, n, qs[k], scales[si]);
+            CHECK(got == want, "scale %g q=%g: %g, want %g (quantile %g)", (double)scales[si],
+                  qs[k], (double)got, (double)want, (double)sorted[idx]);
+        }
     }
-    /* Hand-made: |x| nonzero = {1, 2, 3, 4} (zeros ignored): q=0.5 -> rank 2 -> 2; q=0.51 -> 3. */
+    /* Hand-made: |x| nonzero = {1, 2, 3, 4} (zeros ignored): q=0.5 -> rank 2 -> 2 (exact);
+     * q=0.51 -> 3 -> 4; q=0.26 -> rank 2 -> 2; q = 0.25 -> rank 1 -> 1. */
     float y[7] = {0, -4, 3, 0, -1, 2, 0};
-    CHECK(mpx_abs_quantile_nonzero(y, 7, 0.5, scratch) == 2.0f, "q=0.5 of {1,2,3,4}");
-    CHECK(mpx_abs_quantile_nonzero(y, 7, 0.51, scratch) == 3.0f, "q=0.51 of {1,2,3,4}");
-    CHECK(mpx_abs_quantile_nonzero(y, 7, 1.0, scratch) == 4.0f, "q=1 of {1,2,3,4}");
+    CHECK(mpx_abs_quantile_ceil_pow2(y, 7, 0.5, 1.0f) == 2.0f, "q=0.5 of {1,2,3,4}");
+    CHECK(mpx_abs_quantile_ceil_pow2(y, 7, 0.51, 1.0f) == 4.0f, "q=0.51 of {1,2,3,4}");
+    CHECK(mpx_abs_quantile_ceil_pow2(y, 7, 0.25, 1.0f) == 1.0f, "q=0.25 of {1,2,3,4}");
+    CHECK(mpx_abs_quantile_ceil_pow2(y, 7, 1.0, 1.0f) == 4.0f, "q=1 of {1,2,3,4}");
+    /* Within one binade the exact power sorts first: {2, 2.5, 3}: rank 1 -> 2, rank 2 -> 4. */
+    float z[3] = {3, 2.5f, 2};
+    CHECK(mpx_abs_quantile_ceil_pow2(z, 3, 0.3, 1.0f) == 2.0f, "exact power first");
+    CHECK(mpx_abs_quantile_ceil_pow2(z, 3, 0.6, 1.0f) == 4.0f, "inside the binade");
     float zeros[3] = {0, -0.0f, 0};
-    CHECK(mpx_abs_quantile_nonzero(zeros, 3, 0.01, scratch) == 0.0f, "all zero -> 0");
-    /* All equal: the three-way partition must not degrade. */
-    for (size_t i = 0; i < n; i++) x[i] = 0.5f;
-    CHECK(mpx_abs_quantile_nonzero(x, n, 0.01, scratch) == 0.5f, "all equal");
-    /* Sorted input (a classic quickselect worst case for naive pivots). */
-    for (size_t i = 0; i < n; i++) x[i] = (float)(i + 1);
-    CHECK(mpx_abs_quantile_nonzero(x, n, 0.01, scratch) == (float)ceil(0.01 * n), "sorted input");
+    CHECK(mpx_abs_quantile_ceil_pow2(zeros, 3, 0.01, 1.0f) == 0.0f, "all zero -> 0");
+    float nans[2] = {NAN, 0};
+    CHECK(mpx_abs_quantile_ceil_pow2(nans, 2, 0.01, 1.0f) == 0.0f, "NaN ignored");
     free(x);
-    free(scratch);
     free(sorted);
 }
 
+/* absmax: exact against a plain loop, over sizes that exercise the threaded path; any NaN or
+ * Inf gives Inf; n = 0 gives 0. */
+static void test_absmax(void) {
+    const size_t n = 300007;
+    float *x = malloc(n * sizeof *x);
+    NEED(x);
+    mpx_test_normal(x, n, 0, 1e-3f, 19);
+    float want = 0;
+    for (size_t i = 0; i < n; i++) want = fabsf(x[i]) > want ? fabsf(x[i]) : want;
+    CHECK(mpx_absmax_f32(x, n) == want, "absmax %g, want %g", (double)mpx_absmax_f32(x, n), (double)want);
+    x[n / 3] = -7.5f;
+    CHECK(mpx_absmax_f32(x, n) == 7.5f, "negative extreme");
+    x[n - 1] = NAN;
+    CHECK(isinf(mpx_absmax_f32(x, n)), "NaN gives Inf");
+    x[n - 1] = -INFINITY;
+    CHECK(isinf(mpx_absmax_f32(x, n)), "-Inf gives Inf");
+    CHECK(mpx_absmax_f32(x, 0) == 0.0f, "empty");
+    free(x);
+}
+
 int main(void) {
+    test_absmax();
     test_moments_values(10, 1.0f, 2.0f, 1);
     test_moments_values(4097, -3.0f, 0.5f, 2);
     test_moments_values(1000003, 0.1f, 1.0f, 3);

@@ -246,12 +246,19 @@ static void test_quantile_variant(void) {
     CHECK(fabs(mpx_als_quantile_unbound(&c, &big) - 65504.0 / 64 / 100) < 1e-9, "quantile cap");
 
     /* The quantile itself: on 1000 values 1..1000 (and zeros that must be ignored), the 1%
-     * quantile is the 10th smallest nonzero magnitude, 10. */
-    float x[1500], scratch[1500];
+     * quantile is the 10th smallest nonzero magnitude, 10, reported as the power of two above
+     * it, 16; the factor from it equals the factor from the exact 10 (2^-28 both). */
+    float x[1500];
     for (int i = 0; i < 1000; i++) x[i] = (float)((i % 2 ? -1 : 1) * (1000 - i));
     for (int i = 1000; i < 1500; i++) x[i] = 0;
-    float q = mpx_abs_quantile_nonzero(x, 1500, 0.01, scratch);
-    CHECK(q >= 9.0f && q <= 11.0f, "1%% quantile of 1..1000 = %g", q);
+    float q = mpx_abs_quantile_ceil_pow2(x, 1500, 0.01, 1.0f);
+    CHECK(q == 16.0f, "1%% quantile of 1..1000 = %g, want 16", q);
+    mpx_als_inputs exact = in, rounded = in;
+    exact.q_abs_g = 10;
+    rounded.q_abs_g = q;
+    CHECK(mpx_als_bound(&c, mpx_als_quantile_unbound(&c, &exact), 1.0) ==
+              mpx_als_bound(&c, mpx_als_quantile_unbound(&c, &rounded), 1.0),
+          "rounded quantile gives the exact quantile's factor");
 }
 
 static void test_merge_target(void) {

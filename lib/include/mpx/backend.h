@@ -49,9 +49,11 @@ typedef struct mpx_backend {
     void (*cast)(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);
     void (*decode)(mpx_dtype src_dtype, const void *src, float *dst, size_t n);
     void (*moments)(const float *x, size_t n, mpx_moments *out);
-    float (*abs_quantile)(const float *x, size_t n, double q, float *scratch);
-    /* acc[i] += x[i] for n elements (FP32). */
-    void (*accumulate)(float *acc, const float *x, size_t n);
+    float (*abs_quantile)(const float *x, size_t n, double q, float scale); /* numerics.h */
+    float (*absmax)(const float *x, size_t n); /* numerics.h */
+    /* acc[i] += scale * x[i] for n elements (FP32; scale a power of two in practice, so the
+     * product is exact and a rescaled branch costs no extra pass). */
+    void (*accumulate)(float *acc, const float *x, size_t n, float scale);
     /* acc[i] += decode(g[i]) * inv_scale, with the product rounded back to `g_dtype` first when
      * round_to_storage is set (the 2019 code's FP16 unscale); returns non-finite count. */
     int64_t (*unscale_accumulate)(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,

@@ -129,10 +129,18 @@ typedef struct {
  * element is NaN, min, max and absmax are NaN; for n == 0 everything is 0 and all_finite is 1. */
 void mpx_moments_f32(const float *x, size_t n, mpx_moments *out);
 
-/* q-quantile (0..1) of |x| over the nonzero elements; 0 when none. Uses `scratch` (n floats).
- * The smallest value v with at least a fraction q of the m nonzero |x| <= v (the element of
- * rank ceil(q m), 1-based; q = 0 gives the minimum). NaN elements are ignored. Selection, O(n). */
-float mpx_abs_quantile_nonzero(const float *x, size_t n, double q, float *scratch);
+/* max |x|, exact and thread-count independent; Inf when any element is Inf or NaN; 0 for n = 0.
+ * One cheap pass (integer max on the bits): what a branch merge needs every step. */
+float mpx_absmax_f32(const float *x, size_t n);
+
+/* The q-quantile (0..1) of |scale * x| over the nonzero elements, rounded up to a power of two;
+ * 0 when none, Inf when it is Inf. The quantile is the element of rank ceil(q m) (1-based, m the
+ * nonzero count; q = 0 gives the minimum); NaN elements are ignored. Why rounded: the
+ * adaptive-quantile scaler only uses 2^floor(log2(2^-24 / quantile)), which this value gives
+ * exactly (2^-24 / 2^ceil(log2 v) has the same floor power of two as 2^-24 / v), and counting
+ * per binade needs one pass and no copy. The product scale * x is rounded to FP32 as a cast
+ * with that scale would round it. */
+float mpx_abs_quantile_ceil_pow2(const float *x, size_t n, double q, float scale);
 
 #ifdef __cplusplus
 }

@@ -82,7 +82,8 @@ typedef struct {
     double mu_w, sigma_w;   /* of the working weight W */
     double g_min, g_max, w_min, w_max;
     int64_t fan_in;         /* reduction length of the data-gradient GEMM */
-    double q_abs_g;         /* adaptive-quantile: the quantile of nonzero |g| (0 = none) */
+    double q_abs_g;         /* adaptive-quantile: the quantile of nonzero |g| before g was rounded
+                             * into storage, to the power of two above it (0 = none) */
 } mpx_als_inputs;
 
 /* T = sqrt(2) * erfinv(n_uf). */
