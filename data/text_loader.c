@@ -18,7 +18,7 @@
 enum { SLOT_FREE, SLOT_READY, SLOT_HELD };
 
 typedef struct {
-    int32_t *ids, *labels, *attn; /* [B, T] each */
+    int32_t *ids, *labels, *attn, *segments; /* [B, T] each */
     int n;
     int64_t n_predict;
     int64_t g; /* global batch number */
@@ -95,7 +95,7 @@ static void fill(mpx_mlm_loader *L, slot *sl, int64_t g) {
         int k;
         mpx_status st = mpx_mlm_example(L->m, L->cfg.split, ex, L->cfg.seed,
                                         L->cfg.fixed_masks ? 0 : epoch, sl->ids + o,
-                                        sl->labels + o, sl->attn + o, &k);
+                                        sl->labels + o, sl->attn + o, sl->segments + o, &k);
         if (st != MPX_OK) {
             sl->status = st;
             snprintf(sl->msg, sizeof sl->msg, "epoch %lld batch %lld: %s", (long long)epoch,
@@ -108,6 +108,7 @@ static void fill(mpx_mlm_loader *L, slot *sl, int64_t g) {
         sl->ids[p] = L->pad;
         sl->labels[p] = -1;
         sl->attn[p] = 0;
+        sl->segments[p] = 0;
     }
 }
 
@@ -175,7 +176,8 @@ mpx_status mpx_mlm_loader_create(const mpx_mlm *m, const mpx_mlm_loader_config *
         L->slots[i].ids = calloc(per, sizeof(int32_t));
         L->slots[i].labels = calloc(per, sizeof(int32_t));
         L->slots[i].attn = calloc(per, sizeof(int32_t));
-        ok = L->slots[i].ids && L->slots[i].labels && L->slots[i].attn;
+        L->slots[i].segments = calloc(per, sizeof(int32_t));
+        ok = L->slots[i].ids && L->slots[i].labels && L->slots[i].attn && L->slots[i].segments;
     }
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->ready, NULL);
@@ -216,6 +218,7 @@ mpx_status mpx_mlm_loader_next(mpx_mlm_loader *L, mpx_mlm_batch *out) {
     out->ids = sl->ids;
     out->labels = sl->labels;
     out->attn = sl->attn;
+    out->segments = sl->segments;
     out->n = sl->n;
     out->batch_size = L->cfg.batch_size;
     out->seq_len = L->T;
@@ -249,6 +252,7 @@ void mpx_mlm_loader_free(mpx_mlm_loader *L) {
         free(L->slots[i].ids);
         free(L->slots[i].labels);
         free(L->slots[i].attn);
+        free(L->slots[i].segments);
     }
     free(L->slots);
     free(L->perm);

@@ -1,7 +1,11 @@
 /* text_mlm.c — masked-language-model examples over a token stream.
  *
- * Sequence s is [CLS] ids[s L .. min(n, (s+1) L)) [SEP] with L = T - 2, then [PAD] up to T
- * (only the last sequence can be short). Sequences with s % k == k - 1 (k = heldout_every)
+ * Sequence s takes the stream tokens ids[s L .. min(n, (s+1) L)) with L = T - 3, cut into
+ * two halves A (the first ceil(len / 2)) and B, laid out as BERT's sentence pairs:
+ * [CLS] A [SEP] B [SEP], then [PAD] up to T (only the last sequence can be short; when it has
+ * a single token, B is empty and so is its [SEP]). Segment ids: 0 for [CLS], A and the first
+ * [SEP], 1 for B and its [SEP], 0 for padding. B is A's continuation in the text (BERT's
+ * "IsNext" pairs; there is no next-sentence objective). Sequences with s % k == k - 1 (k = heldout_every)
  * form the held-out split, the others the training split, both in stream order.
  * Masking (BERT): each ordinary token (not a special one; [UNK] included among the specials)
  * is predicted with probability mask_prob; a predicted token becomes [MASK] with probability
@@ -39,8 +43,8 @@ mpx_status mpx_mlm_create(const mpx_tokenizer *t, const int32_t *ids, int64_t n,
                           const mpx_mlm_config *cfg, mpx_mlm **out) {
     *out = NULL;
     mpx_mlm_config c = cfg ? *cfg : mpx_mlm_config_default();
-    if (c.seq_len < 3 || c.seq_len > (1 << POS_BITS))
-        return mpx_fail(MPX_ERR_INPUT, "MLM: seq_len %d outside [3, %d]", c.seq_len, 1 << POS_BITS);
+    if (c.seq_len < 4 || c.seq_len > (1 << POS_BITS))
+        return mpx_fail(MPX_ERR_INPUT, "MLM: seq_len %d outside [4, %d]", c.seq_len, 1 << POS_BITS);
     if (c.heldout_every < 0 || c.heldout_every == 1)
         return mpx_fail(MPX_ERR_INPUT,
                         "MLM: heldout_every %d must be 0 (nothing held out) or >= 2",
@@ -58,7 +62,7 @@ mpx_status mpx_mlm_create(const mpx_tokenizer *t, const int32_t *ids, int64_t n,
             return mpx_fail(MPX_ERR_INPUT,
                             "MLM: token %lld of the stream is id %d, outside the vocabulary of %d",
                             (long long)i, ids[i], V);
-    int64_t L = c.seq_len - 2, nseq = (n + L - 1) / L;
+    int64_t L = c.seq_len - 3, nseq = (n + L - 1) / L;
     if (nseq >= ((int64_t)1 << SEQ_BITS))
         return mpx_fail(MPX_ERR_INPUT,
                         "MLM: %lld sequences of %d exceed the 2^%d the masking key supports",
@@ -115,9 +119,35 @@ static int32_t ordinary(const mpx_mlm *m, uint32_t r) {
     return id;
 }
 
+/* Mask position p (holding stream token orig) of a sequence: ids[p] and labels[p]. */
+static int mask_position(const mpx_mlm *m, uint64_t seed, uint64_t base, int p, int32_t orig,
+                         int32_t *ids, int32_t *labels) {
+    const mpx_tokenizer *t = m->tok;
+    ids[p] = orig;
+    labels[p] = -1;
+    if (mpx_tokenizer_is_special(t, orig)) return 0;
+    uint32_t w[4];
+    mpx_philox(seed, MPX_RNG_MASKING, base | (uint64_t)p, w);
+    if (w[0] >= m->thr_predict) return 0;
+    labels[p] = orig;
+    if (w[1] < m->thr_mask)
+        ids[p] = t->special[MPX_TOK_MASK];
+    else if (w[1] < m->thr_random && m->n_ordinary > 0)
+        /* multiply-shift: bias below n_ordinary / 2^32 */
+        ids[p] = ordinary(m, (uint32_t)(((uint64_t)w[2] * (uint64_t)m->n_ordinary) >> 32));
+    return 1;
+}
+
+static void special_at(int32_t *ids, int32_t *labels, int32_t *segments, int p, int32_t id,
+                       int32_t segment) {
+    ids[p] = id;
+    labels[p] = -1;
+    segments[p] = segment;
+}
+
 mpx_status mpx_mlm_example(const mpx_mlm *m, mpx_split split, int64_t i, uint64_t seed,
                            int64_t epoch, int32_t *ids, int32_t *labels, int32_t *attn,
-                           int *n_predict) {
+                           int32_t *segments, int *n_predict) {
     if (i < 0 || i >= mpx_mlm_count(m, split))
         return mpx_fail(MPX_ERR_INPUT, "MLM: example %lld outside the %s split of %lld",
                         (long long)i, split == MPX_SPLIT_TEST ? "held-out" : "training",
@@ -127,35 +157,26 @@ mpx_status mpx_mlm_example(const mpx_mlm *m, mpx_split split, int64_t i, uint64_
                         EPOCH_BITS);
     const mpx_tokenizer *t = m->tok;
     int T = m->cfg.seq_len;
-    int64_t s = mpx_mlm_sequence(m, split, i), L = T - 2, first = s * L;
+    int64_t s = mpx_mlm_sequence(m, split, i), L = T - 3, first = s * L;
     int len = (int)(m->n - first < L ? m->n - first : L);
+    int len_a = (len + 1) / 2, len_b = len - len_a;
     uint64_t base = ((uint64_t)epoch << (SEQ_BITS + POS_BITS)) | ((uint64_t)s << POS_BITS);
-    int predicted = 0;
-    ids[0] = t->special[MPX_TOK_CLS];
-    labels[0] = -1;
-    for (int p = 1; p <= len; p++) {
-        int32_t orig = m->ids[first + p - 1];
-        ids[p] = orig;
-        labels[p] = -1;
-        if (mpx_tokenizer_is_special(t, orig)) continue;
-        uint32_t w[4];
-        mpx_philox(seed, MPX_RNG_MASKING, base | (uint64_t)p, w);
-        if (w[0] >= m->thr_predict) continue;
-        labels[p] = orig;
-        predicted++;
-        if (w[1] < m->thr_mask)
-            ids[p] = t->special[MPX_TOK_MASK];
-        else if (w[1] < m->thr_random && m->n_ordinary > 0)
-            /* multiply-shift: bias below n_ordinary / 2^32 */
-            ids[p] = ordinary(m, (uint32_t)(((uint64_t)w[2] * (uint64_t)m->n_ordinary) >> 32));
+    int predicted = 0, p = 0;
+    special_at(ids, labels, segments, p++, t->special[MPX_TOK_CLS], 0);
+    for (int k = 0; k < len_a; k++, p++) {
+        predicted += mask_position(m, seed, base, p, m->ids[first + k], ids, labels);
+        segments[p] = 0;
     }
-    ids[len + 1] = t->special[MPX_TOK_SEP];
-    labels[len + 1] = -1;
-    for (int p = 0; p < T; p++) attn[p] = p <= len + 1;
-    for (int p = len + 2; p < T; p++) {
-        ids[p] = t->special[MPX_TOK_PAD];
-        labels[p] = -1;
+    special_at(ids, labels, segments, p++, t->special[MPX_TOK_SEP], 0);
+    if (len_b > 0) {
+        for (int k = 0; k < len_b; k++, p++) {
+            predicted += mask_position(m, seed, base, p, m->ids[first + len_a + k], ids, labels);
+            segments[p] = 1;
+        }
+        special_at(ids, labels, segments, p++, t->special[MPX_TOK_SEP], 1);
     }
+    for (int q = 0; q < T; q++) attn[q] = q < p;
+    for (; p < T; p++) special_at(ids, labels, segments, p, t->special[MPX_TOK_PAD], 0);
     if (n_predict) *n_predict = predicted;
     return MPX_OK;
 }

@@ -1,7 +1,7 @@
 /* bert.c — a BERT encoder (Devlin et al. 2019) for masked-language modelling.
  *
- * Embeddings (token + position; single-segment MLM, so no token-type table) -> layer-norm ->
- * dropout; L post-LN layers of multi-head self-attention with the padding mask and a GELU
+ * Embeddings (token + position + segment, the sentence-pair layout of data/text_mlm.c) ->
+ * layer-norm -> dropout; L post-LN layers of multi-head self-attention with the padding mask and a GELU
  * feed-forward; the MLM head (dense, GELU, layer-norm, a decoder sharing the token-embedding
  * matrix, plus a bias). Every Linear is a node of its own, so adaptive loss scaling gives each
  * its factor (DESIGN.md §4); Q, K and V read the same hidden state, whose gradient is a branch
@@ -30,6 +30,7 @@ int mpx_bert_preset(const char *arch, mpx_bert_cfg *c) {
         c->ffn = 4 * g_presets[i].hidden;
         c->vocab = 8192;
         c->max_len = 512;
+        c->type_vocab = 2;
         c->dropout = 0.1f;
         c->ln_eps = 1e-12f;
         c->init_std = 0.02f;
@@ -100,35 +101,36 @@ static int layer(builder *b, int l, int x, int mask, int batch, int t) {
     return mpx_g_layernorm(g, nm(b, p, "ffn.ln"), x, c->ln_eps);
 }
 
-mpx_status mpx_bert_build(mpx_graph *g, const mpx_bert_cfg *c, int batch, int seq_len, int *ids,
-                          int *positions, int *mask, int *labels, int *logits) {
+mpx_status mpx_bert_build(mpx_graph *g, const mpx_bert_cfg *c, int batch, int seq_len,
+                          mpx_bert_io *io) {
     if (c->layers < 1 || c->hidden < 1 || c->heads < 1 || c->hidden % c->heads || c->vocab < 6 ||
-        seq_len < 3 || seq_len > c->max_len)
+        c->type_vocab < 1 || seq_len < 4 || seq_len > c->max_len)
         return mpx_fail(MPX_ERR_INPUT,
                         "bert: bad configuration (layers %d, hidden %d, heads %d, vocab %d, "
-                        "sequence %d of at most %d)",
-                        c->layers, c->hidden, c->heads, c->vocab, seq_len, c->max_len);
+                        "segments %d, sequence %d of at most %d)",
+                        c->layers, c->hidden, c->heads, c->vocab, c->type_vocab, seq_len, c->max_len);
     builder b = {g, c, {0}};
     int64_t bt[2] = {batch, seq_len};
-    int in_ids = mpx_g_input(g, "ids", MPX_INPUT_I32, 2, bt);
-    int in_pos = mpx_g_input(g, "positions", MPX_INPUT_I32, 2, bt);
-    int in_mask = mpx_g_input(g, "mask", MPX_INPUT_I32, 2, bt);
-    int in_labels = mpx_g_input(g, "labels", MPX_INPUT_I32, 2, bt);
+    mpx_bert_io r;
+    r.ids = mpx_g_input(g, "ids", MPX_INPUT_I32, 2, bt);
+    r.positions = mpx_g_input(g, "positions", MPX_INPUT_I32, 2, bt);
+    r.segments = mpx_g_input(g, "segments", MPX_INPUT_I32, 2, bt);
+    r.mask = mpx_g_input(g, "mask", MPX_INPUT_I32, 2, bt);
+    r.labels = mpx_g_input(g, "labels", MPX_INPUT_I32, 2, bt);
     mpx_init emb = {MPX_INIT_NORMAL, c->init_std};
-    int x = mpx_g_add(g, "embeddings.sum", mpx_g_embedding(g, "embeddings.word", in_ids, c->vocab, c->hidden, emb),
-                      mpx_g_embedding(g, "embeddings.position", in_pos, c->max_len, c->hidden, emb));
+    /* [B, T, H] each: token + position + segment, as BERT sums its three embeddings. */
+    int x = mpx_g_add(g, "embeddings.sum", mpx_g_embedding(g, "embeddings.word", r.ids, c->vocab, c->hidden, emb),
+                      mpx_g_embedding(g, "embeddings.position", r.positions, c->max_len, c->hidden, emb));
+    x = mpx_g_add(g, "embeddings.sum_type", x,
+                  mpx_g_embedding(g, "embeddings.token_type", r.segments, c->type_vocab, c->hidden, emb));
     x = mpx_g_layernorm(g, "embeddings.ln", x, c->ln_eps);
     x = mpx_g_dropout(g, "embeddings.dropout", x, c->dropout);
-    for (int l = 0; l < c->layers; l++) x = layer(&b, l, x, in_mask, batch, seq_len);
+    for (int l = 0; l < c->layers; l++) x = layer(&b, l, x, r.mask, batch, seq_len);
     x = dense(&b, "mlm.", "dense", x, c->hidden);
     x = mpx_g_gelu(g, "mlm.gelu", x);
     x = mpx_g_layernorm(g, "mlm.ln", x, c->ln_eps);
-    int out = mpx_g_linear_tied(g, "mlm.decoder", x, "embeddings.word.weight", 1);
-    mpx_g_softmax_ce(g, "loss", out, in_labels);
-    if (ids) *ids = in_ids;
-    if (positions) *positions = in_pos;
-    if (mask) *mask = in_mask;
-    if (labels) *labels = in_labels;
-    if (logits) *logits = out;
+    r.logits = mpx_g_linear_tied(g, "mlm.decoder", x, "embeddings.word.weight", 1);
+    mpx_g_softmax_ce(g, "loss", r.logits, r.labels);
+    if (io) *io = r;
     return mpx_graph_status(g);
 }

@@ -77,6 +77,7 @@ typedef struct {
     const char *arch;    /* "bert_tiny", ... */
     int layers, hidden, heads, ffn;
     int vocab, max_len;  /* token and position embedding sizes */
+    int type_vocab;      /* segment (token type) embedding size: 2, as BERT */
     float dropout;       /* hidden and attention-probability dropout (BERT: 0.1) */
     float ln_eps;        /* 1e-12 as BERT */
     float init_std;      /* 0.02: every weight ~ N(0, std); biases 0; layer-norm gamma 1 */
@@ -85,12 +86,19 @@ typedef struct {
 /* bert_tiny (L2/H128/A2), bert_mini (L4/H256/A4), bert_small (L4/H512/A8), bert_base
  * (L12/H768/A12); FFN 4H, vocabulary 8192, 512 positions. -1 for an unknown name. */
 int mpx_bert_preset(const char *arch, mpx_bert_cfg *cfg);
-/* Inputs "ids", "positions", "mask" (attention: 1 real, 0 padding), "labels" (-1: not
- * predicted), all I32 [batch, seq_len]; post-LN encoder layers as in BERT; the MLM head
- * (dense + GELU + layer-norm, then a decoder tied to the token embedding, with a bias) and the
- * cross-entropy over predicted positions. Returns the input ids and the logits [B, T, vocab]. */
-mpx_status mpx_bert_build(mpx_graph *g, const mpx_bert_cfg *cfg, int batch, int seq_len, int *ids,
-                          int *positions, int *mask, int *labels, int *logits);
+/* The graph's inputs and outputs (tensor indices). */
+typedef struct {
+    int ids, positions, segments, mask, labels; /* inputs, all I32 [batch, seq_len] */
+    int logits;                                 /* [batch, seq_len, vocab] */
+} mpx_bert_io;
+
+/* Inputs "ids", "positions", "segments" (token type, < type_vocab), "mask" (attention: 1 real,
+ * 0 padding), "labels" (-1: not predicted); the sum of the token, position and segment
+ * embeddings, layer-norm and dropout; post-LN encoder layers as in BERT; the MLM head (dense +
+ * GELU + layer-norm, then a decoder tied to the token embedding, with a bias) and the
+ * cross-entropy over predicted positions. */
+mpx_status mpx_bert_build(mpx_graph *g, const mpx_bert_cfg *cfg, int batch, int seq_len,
+                          mpx_bert_io *io);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,7 @@ typedef struct {
     mpx_mlm *mlm;
     mpx_mlm_loader *loader;
     mpx_mlm_batch batch;
-    int ids, positions, mask, labels, logits;
+    mpx_bert_io io;
     int32_t *pos_host; /* 0..T-1 per row */
     float *logits_host;
 } mlm_task;
@@ -60,7 +60,7 @@ static mpx_status mlm_build(run_task *t, mpx_graph *g) {
     mpx_bert_cfg bc = t->rc->model.bert;
     bc.vocab = mpx_tokenizer_size(d->stream.tok);
     const int B = t->rc->train.batch_size, T = t->rc->data.seq_len;
-    MPX_TRY(mpx_bert_build(g, &bc, B, T, &d->ids, &d->positions, &d->mask, &d->labels, &d->logits));
+    MPX_TRY(mpx_bert_build(g, &bc, B, T, &d->io));
     if (!d->pos_host) {
         d->pos_host = mpx_calloc((size_t)B * T, sizeof(int32_t));
         d->logits_host = mpx_calloc((size_t)B * T * (size_t)bc.vocab, sizeof(float));
@@ -85,10 +85,11 @@ static mpx_status mlm_fetch(run_task *t) {
 
 static mpx_status feed_batch(const mlm_task *d, mpx_graph *g, const mpx_mlm_batch *b) {
     int64_t n = (int64_t)b->batch_size * b->seq_len;
-    MPX_TRY(mpx_graph_set_input(g, d->ids, b->ids, MPX_I32, n));
-    MPX_TRY(mpx_graph_set_input(g, d->positions, d->pos_host, MPX_I32, n));
-    MPX_TRY(mpx_graph_set_input(g, d->mask, b->attn, MPX_I32, n));
-    return mpx_graph_set_input(g, d->labels, b->labels, MPX_I32, n);
+    MPX_TRY(mpx_graph_set_input(g, d->io.ids, b->ids, MPX_I32, n));
+    MPX_TRY(mpx_graph_set_input(g, d->io.positions, d->pos_host, MPX_I32, n));
+    MPX_TRY(mpx_graph_set_input(g, d->io.segments, b->segments, MPX_I32, n));
+    MPX_TRY(mpx_graph_set_input(g, d->io.mask, b->attn, MPX_I32, n));
+    return mpx_graph_set_input(g, d->io.labels, b->labels, MPX_I32, n);
 }
 
 static mpx_status mlm_feed(run_task *t, mpx_graph *g) {
@@ -111,7 +112,7 @@ static mpx_status mlm_evaluate(run_task *t, mpx_graph *g, double *loss, double *
     int64_t nb = mpx_mlm_loader_batches_per_epoch(L), limit = t->rc->train.eval_batches;
     if (limit > 0 && limit < nb) nb = limit;
     int64_t shape[3];
-    mpx_graph_tensor_shape(g, d->logits, shape);
+    mpx_graph_tensor_shape(g, d->io.logits, shape);
     const int64_t V = shape[2];
     double loss_sum = 0, correct = 0, count = 0;
     mpx_status st = MPX_OK;
@@ -120,7 +121,7 @@ static mpx_status mlm_evaluate(run_task *t, mpx_graph *g, double *loss, double *
         st = mpx_mlm_loader_next(L, &batch);
         if (st == MPX_OK) st = feed_batch(d, g, &batch);
         if (st == MPX_OK) st = mpx_graph_forward(g, 0);
-        if (st == MPX_OK) st = mpx_graph_read(g, d->logits, d->logits_host);
+        if (st == MPX_OK) st = mpx_graph_read(g, d->io.logits, d->logits_host);
         if (st != MPX_OK || batch.n_predict == 0) continue;
         loss_sum += (double)mpx_graph_loss(g) * (double)batch.n_predict;
         int64_t n = (int64_t)batch.batch_size * batch.seq_len;

@@ -83,7 +83,7 @@ int main(void) {
     int64_t ntrain = mpx_mlm_count(m, MPX_SPLIT_TRAIN), ntest = mpx_mlm_count(m, MPX_SPLIT_TEST);
     printf("sequences of 128: %lld = %lld training + %lld held out (every 20th)\n",
            (long long)(ntrain + ntest), (long long)ntrain, (long long)ntest);
-    CHECK(ntrain + ntest == (s.ids.n + 125) / 126 && ntest == (ntrain + ntest) / 20,
+    CHECK(ntrain + ntest == (s.ids.n + 124) / 125 && ntest == (ntrain + ntest) / 20,
           "sequence counts");
     mpx_mlm_loader_config lc = mpx_mlm_loader_config_train(64, 1);
     mpx_mlm_loader *L = NULL;

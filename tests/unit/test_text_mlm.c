@@ -1,5 +1,6 @@
 /* test_text_mlm.c — MLM examples and their loader on synthetic token streams: the sequence
- * layout ([CLS] .. [SEP] [PAD]..., attention mask, only the last sequence short), the held-out
+ * layout ([CLS] A [SEP] B [SEP] [PAD]..., attention mask, segment ids, only the last sequence
+ * short, a one-token sequence without B), the held-out
  * split (every 20th), labels exactly at predicted positions and the original token there,
  * specials ([UNK] included) never predicted; masking statistics (15% predicted, 80/10/10)
  * within stated binomial bounds and random replacements uniform over ordinary tokens;
@@ -15,7 +16,7 @@
 #include "mpx/text.h"
 #include "testutil.h"
 
-enum { V = 1000, NORD = V - MPX_TOK_NSPECIAL, T = 128, L = T - 2 };
+enum { V = 1000, NORD = V - MPX_TOK_NSPECIAL, T = 128, L = T - 3 };
 
 /* [PAD] [UNK] [CLS] [SEP] [MASK] w0 .. w994 */
 static mpx_tokenizer *make_tokenizer(void) {
@@ -51,15 +52,24 @@ static int32_t *make_stream(int64_t nseq, int tail, int64_t *n) {
 }
 
 typedef struct {
-    int32_t ids[T], labels[T], attn[T];
+    int32_t ids[T], labels[T], attn[T], segments[T];
     int n_predict;
 } example;
 
 static void get(const mpx_mlm *m, mpx_split split, int64_t i, uint64_t seed, int64_t epoch,
                 example *e) {
     mpx_status st = mpx_mlm_example(m, split, i, seed, epoch, e->ids, e->labels, e->attn,
-                                    &e->n_predict);
+                                    e->segments, &e->n_predict);
     CHECK(st == MPX_OK, "example %lld: %s", (long long)i, mpx_error_message());
+}
+
+/* The stream offset (within its sequence of len tokens) at position p of [CLS] A [SEP] B [SEP],
+ * A the first ceil(len/2); -1 at [CLS], the [SEP]s and padding. */
+static int offset_at(int len, int p) {
+    int len_a = (len + 1) / 2;
+    if (p >= 1 && p <= len_a) return p - 1;
+    if (p >= len_a + 2 && p <= len + 1) return p - 2;
+    return -1;
 }
 
 /* ---- layout, split, labels ---- */
@@ -92,16 +102,20 @@ static void test_layout(const mpx_tokenizer *tok) {
         for (int64_t i = 0; i < mpx_mlm_count(m, (mpx_split)sp); i++) {
             int64_t s = mpx_mlm_sequence(m, (mpx_split)sp, i);
             int len = s == 400 ? 37 : L, predicted = 0;
+            /* [CLS] A [SEP] B [SEP]: A = the first ceil(len/2) stream tokens, B the rest. */
+            int len_a = (len + 1) / 2, sep1 = len_a + 1, end = len + 3; /* end: first pad */
             example e;
             get(m, (mpx_split)sp, i, 11, 3, &e);
             short_seen += len < L;
-            layout_ok &= e.ids[0] == MPX_TOK_CLS && e.ids[len + 1] == MPX_TOK_SEP &&
-                         e.labels[0] == -1 && e.labels[len + 1] == -1;
+            layout_ok &= e.ids[0] == MPX_TOK_CLS && e.ids[sep1] == MPX_TOK_SEP &&
+                         e.ids[end - 1] == MPX_TOK_SEP && e.labels[0] == -1 &&
+                         e.labels[sep1] == -1 && e.labels[end - 1] == -1;
             for (int p = 0; p < T; p++) {
-                layout_ok &= e.attn[p] == (p <= len + 1);
-                if (p > len + 1) layout_ok &= e.ids[p] == MPX_TOK_PAD && e.labels[p] == -1;
-                if (p == 0 || p > len) continue;
-                int32_t orig = ids[s * L + p - 1];
+                layout_ok &= e.attn[p] == (p < end);
+                layout_ok &= e.segments[p] == (p > sep1 && p < end);
+                if (p >= end) layout_ok &= e.ids[p] == MPX_TOK_PAD && e.labels[p] == -1;
+                if (offset_at(len, p) < 0) continue;
+                int32_t orig = ids[s * L + offset_at(len, p)];
                 if (e.labels[p] == -1) {
                     label_ok &= e.ids[p] == orig; /* not predicted: unchanged */
                 } else {
@@ -114,16 +128,30 @@ static void test_layout(const mpx_tokenizer *tok) {
             }
             label_ok &= predicted == e.n_predict;
         }
-    CHECK(layout_ok, "[CLS] .. [SEP] [PAD].. and the attention mask");
+    CHECK(layout_ok, "[CLS] A [SEP] B [SEP] [PAD].., the attention mask and the segment ids");
     CHECK(short_seen == 1, "%d short sequences, want 1", short_seen);
     CHECK(label_ok, "labels = the original id exactly where predicted, ids unchanged elsewhere");
     CHECK(special_ok, "a special token was predicted, or a special token put in");
 
     example e;
-    CHECK(mpx_mlm_example(m, MPX_SPLIT_TEST, 20, 1, 0, e.ids, e.labels, e.attn, NULL) ==
+    CHECK(mpx_mlm_example(m, MPX_SPLIT_TEST, 20, 1, 0, e.ids, e.labels, e.attn, e.segments, NULL) ==
               MPX_ERR_INPUT,
           "example 20 of 20 accepted");
     mpx_mlm_free(m);
+
+    /* A last sequence of one token has no B: [CLS] t [SEP] [PAD].., all segment 0. */
+    int64_t n1;
+    int32_t *ids1 = make_stream(3, 1, &n1);
+    mpx_mlm_config c1 = cfg;
+    c1.heldout_every = 0;
+    CHECK_OK(mpx_mlm_create(tok, ids1, n1, &c1, &m));
+    REQUIRE_VOID(m, "create failed");
+    get(m, MPX_SPLIT_TRAIN, 2, 1, 0, &e);
+    int one_ok = e.ids[0] == MPX_TOK_CLS && e.ids[2] == MPX_TOK_SEP && e.attn[2] == 1 && e.attn[3] == 0;
+    for (int p = 0; p < T; p++) one_ok &= e.segments[p] == 0 && (p < 3 || e.ids[p] == MPX_TOK_PAD);
+    CHECK(one_ok, "one-token sequence: [CLS] t [SEP] [PAD].., segment 0");
+    mpx_mlm_free(m);
+    free(ids1);
 
     /* errors: no held-out sequence, a bad id, bad probabilities */
     cfg.heldout_every = 20;
@@ -153,8 +181,9 @@ static void test_statistics(const mpx_tokenizer *tok) {
         for (int64_t i = 0; i < mpx_mlm_count(m, MPX_SPLIT_TRAIN); i++) {
             example e;
             get(m, MPX_SPLIT_TRAIN, i, 2024, epoch, &e);
-            for (int p = 1; p <= L; p++) {
-                int32_t orig = ids[i * L + p - 1];
+            for (int p = 1; p < T; p++) {
+                if (offset_at(L, p) < 0) continue;
+                int32_t orig = ids[i * L + offset_at(L, p)];
                 ordinary += orig >= MPX_TOK_NSPECIAL;
                 if (e.labels[p] < 0) continue;
                 predicted++;
@@ -219,7 +248,7 @@ static void test_statistics(const mpx_tokenizer *tok) {
 enum { B = 16, EPOCH_BATCHES = 381 / B };
 
 typedef struct {
-    int32_t ids[B * T], labels[B * T], attn[B * T];
+    int32_t ids[B * T], labels[B * T], attn[B * T], segments[B * T];
     int n;
     int64_t n_predict;
     mpx_loader_pos pos;
@@ -240,6 +269,7 @@ static int run(const mpx_mlm *m, const mpx_mlm_loader_config *cfg, mpx_loader_po
         memcpy(out[k].ids, b.ids, sizeof out[k].ids);
         memcpy(out[k].labels, b.labels, sizeof out[k].labels);
         memcpy(out[k].attn, b.attn, sizeof out[k].attn);
+        memcpy(out[k].segments, b.segments, sizeof out[k].segments);
         out[k].n = b.n;
         out[k].n_predict = b.n_predict;
         out[k].pos = b.pos;
@@ -269,12 +299,14 @@ static int check_epoch(const mpx_mlm *m, const saved *bat, int nb, mpx_split spl
             example e;
             get(m, split, i, seed, mask_epoch, &e);
             ok &= memcmp(row, e.ids, sizeof e.ids) == 0 && memcmp(lab, e.labels, sizeof e.labels) == 0 &&
-                  memcmp(bat[b].attn + j * T, e.attn, sizeof e.attn) == 0;
+                  memcmp(bat[b].attn + j * T, e.attn, sizeof e.attn) == 0 &&
+                  memcmp(bat[b].segments + j * T, e.segments, sizeof e.segments) == 0;
         }
         for (int p = 0; p < B * T; p++) labels += bat[b].labels[p] >= 0;
         ok &= labels == bat[b].n_predict;
         for (int p = bat[b].n * T; p < B * T; p++)
-            ok &= bat[b].ids[p] == MPX_TOK_PAD && bat[b].labels[p] == -1 && bat[b].attn[p] == 0;
+            ok &= bat[b].ids[p] == MPX_TOK_PAD && bat[b].labels[p] == -1 && bat[b].attn[p] == 0 &&
+                  bat[b].segments[p] == 0;
     }
     return ok;
 }

@@ -173,7 +173,7 @@ void mpx_text_stream_free(mpx_text_stream *s);
 /* ---- masked-language-model examples ---- */
 
 typedef struct {
-    int seq_len;             /* T, [CLS] and [SEP] included: T - 2 stream tokens per sequence */
+    int seq_len;             /* T, [CLS] and two [SEP] included: T - 3 stream tokens per sequence */
     int heldout_every;       /* k: sequence s is held out when s % k == k - 1 (k = 20: 5%);
                                 0: nothing held out */
     double mask_prob;        /* 0.15: each ordinary position is predicted with this probability */
@@ -187,7 +187,7 @@ mpx_mlm_config mpx_mlm_config_default(void);
 typedef struct mpx_mlm mpx_mlm;
 
 /* Sequences over a token stream (ids[n], borrowed: it and t must outlive the mlm). Sequence s
- * holds ids[s(T-2) .. min(n, (s+1)(T-2))); only the last may be short (then padded). */
+ * holds ids[s(T-3) .. min(n, (s+1)(T-3))); only the last may be short (then padded). */
 mpx_status mpx_mlm_create(const mpx_tokenizer *t, const int32_t *ids, int64_t n,
                           const mpx_mlm_config *cfg, mpx_mlm **out);
 void mpx_mlm_free(mpx_mlm *m);
@@ -198,17 +198,20 @@ int64_t mpx_mlm_count(const mpx_mlm *m, mpx_split split);
 /* The stream-wide sequence number of example i of a split. */
 int64_t mpx_mlm_sequence(const mpx_mlm *m, mpx_split split, int64_t i);
 
-/* Example i of a split, masked for (seed, epoch), into ids, labels and attn (T each):
- *   ids    [CLS] t.. [SEP] [PAD].., with predicted positions replaced as drawn
- *   labels the original id at predicted positions, -1 elsewhere
- *   attn   1 for [CLS] .. [SEP], 0 for padding
+/* Example i of a split, masked for (seed, epoch), into ids, labels, attn and segments (T each):
+ *   ids      [CLS] A.. [SEP] B.. [SEP] [PAD].., BERT's sentence-pair layout: the sequence's
+ *            stream tokens cut in two halves, A the first ceil(len/2) (a one-token sequence has
+ *            no B and no second [SEP]); predicted positions replaced as drawn
+ *   labels   the original id at predicted positions, -1 elsewhere
+ *   attn     1 for [CLS] .. the last [SEP], 0 for padding
+ *   segments 0 for [CLS], A and its [SEP]; 1 for B and its [SEP]; 0 for padding
  * Position p of sequence s draws one Philox block (seed, MPX_RNG_MASKING,
  * epoch << 44 | s << 20 | p): word 0 decides whether it is predicted, word 1 how it is
  * replaced, word 2 the random token. Special tokens ([UNK] included) are never predicted.
  * *n_predict (may be NULL) = positions with a label. */
 mpx_status mpx_mlm_example(const mpx_mlm *m, mpx_split split, int64_t i, uint64_t seed,
                            int64_t epoch, int32_t *ids, int32_t *labels, int32_t *attn,
-                           int *n_predict);
+                           int32_t *segments, int *n_predict);
 
 /* ---- MLM batch loader ---- */
 
@@ -231,6 +234,7 @@ typedef struct {
     const int32_t *ids;    /* [B, T] */
     const int32_t *labels; /* [B, T], -1 = not predicted */
     const int32_t *attn;   /* [B, T], 1 = real token, 0 = padding */
+    const int32_t *segments; /* [B, T], segment (token type) 0 or 1; 0 for padding */
     int n;                 /* real rows (< B only for a partial last batch; other rows are
                               [PAD], label -1, attn 0) */
     int batch_size, seq_len;
