@@ -18,10 +18,11 @@ GFLOP/s to an OpenBLAS sgemm of the model's dominant GEMM measured in the same r
 busy or slower machine does not read as a regression. A ratio more than 15% below the baseline
 fails (after one re-measurement, so that a busy moment is not a regression). Ratios depend on the CPU (its kernels), so they are compared only when the baseline was
 recorded on the same CPU model; otherwise the table says so and shows the numbers.
---speed=report prints the speed rows without failing on them: CI uses it, because on a shared
-CI machine the model and the sgemm reference are measured at different moments and the ratio
-itself moved by up to 2x between runs there (SSD smoke fp32: 0.39 and 0.74), far more than the
-15% a real slow-down would show. Run the gate itself (make regress) on a quiet machine.
+On a shared CI machine the ratio itself moved far more than 15% between runs (SSD smoke fp32:
+0.39 and 0.74; BERT fp32 0.50 and 0.41), so CI runs with --speed-tolerance 0.5: it still fails
+on a gross slow-down (a lost vector path, a quadratic loop) without failing on a busy neighbour.
+The 15% gate is for a quiet machine (make regress). --speed=report prints the speed rows
+without failing on them at all.
 """
 import argparse
 import datetime
@@ -164,7 +165,8 @@ def compare(args, mpx, model, tmp, log, rows):
     speed = bench(mpx, model, tmp, log)
     same_cpu = base.get("cpu") == cpu_model()
     base_speed = base.get("speed_ratio_to_sgemm", {})
-    if same_cpu and args.speed == "check" and any(v in base_speed and r < (1 - SPEED_TOLERANCE) * base_speed[v]
+    tol = args.speed_tolerance
+    if same_cpu and args.speed == "check" and any(v in base_speed and r < (1 - tol) * base_speed[v]
                         for v, r in speed.items()):
         # One re-measurement: a real regression persists, a busy moment usually does not.
         again = bench(mpx, model, tmp, log)
@@ -178,13 +180,13 @@ def compare(args, mpx, model, tmp, log, rows):
             rows.append((f"{model} {v} speed/sgemm", f"{b:.3f}", f"{ratio:.3f}",
                          "not compared (baseline from another CPU)"))
             continue
-        ok = ratio >= (1 - SPEED_TOLERANCE) * b
+        ok = ratio >= (1 - tol) * b
         verdict = "ok" if ok else "REGRESSION"
         if args.speed == "report":
             verdict = "ok" if ok else "slower (reported only: --speed=report)"
         else:
             bad += not ok
-        rows.append((f"{model} {v} speed/sgemm", f"{b:.3f} (-15%: {(1 - SPEED_TOLERANCE) * b:.3f})",
+        rows.append((f"{model} {v} speed/sgemm", f"{b:.3f} (-{100 * tol:.0f}%: {(1 - tol) * b:.3f})",
                      f"{ratio:.3f}", verdict))
     return bad
 
@@ -199,6 +201,9 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated models")
     ap.add_argument("--speed", choices=("check", "report"), default="check",
                     help="check: a speed ratio 15%% below the baseline fails; report: print only")
+    ap.add_argument("--speed-tolerance", type=float, default=SPEED_TOLERANCE,
+                    help="fail when a speed ratio is more than this fraction below the baseline "
+                         "(default 0.15; CI uses 0.5)")
     ap.add_argument("--mpx", default=os.path.join(ROOT, "build", "mpx"))
     ap.add_argument("--baselines", default=os.path.join(ROOT, "results", "baselines"))
     args = ap.parse_args()
@@ -206,6 +211,8 @@ def main():
         fail("--update needs --reason (make regress-update REASON=\"why\")")
     if args.seeds < 2 and args.update:
         fail(f"--seeds {args.seeds}: the spread needs at least 2")
+    if not 0 < args.speed_tolerance < 1:
+        fail(f"--speed-tolerance {args.speed_tolerance}: must be in (0, 1)")
     if not os.access(args.mpx, os.X_OK):
         fail(f"{args.mpx}: not built (run make)")
     models = [m for m in args.models.split(",") if m]
