@@ -1,15 +1,40 @@
-/* backend_cuda.cu — the CUDA backend table: device memory, the counted cast, decoding.
+/* backend_cuda.cu — the CUDA backend table: device memory, the counted cast, the numerics
+ * (elementwise.cu, moments.cu) and the optimizer updates (optim.cu).
  *
  * The operators (cuBLAS GEMMs, cuDNN convolutions and batch-norm, own kernels) are the CUDA
  * backend issue's work and are NULL here; the executor reports each as not implemented.
- * Memory functions cannot return errors through the table, so failures are remembered and
- * allocation returns NULL (which the graph reports with the arena it was planning).
+ * The table's entries cannot return errors, so failures are remembered (the message is set,
+ * mpx_backend_cuda_error() reports the first one) and the entry returns something the caller
+ * notices: allocation NULL (which the graph reports with the arena it was planning), a
+ * reduction NaN, unscale_accumulate every element as non-finite (the step is skipped).
  */
 #include <cuda_runtime.h>
+#include <math.h>
 
 #include "lib/cuda/check.cuh"
 #include "mpx/backend.h"
 #include "mpx/cuda.h"
+
+static thread_local mpx_status g_error = MPX_OK;
+
+/* Keep the first failure since mpx_backend_cuda_error() last looked. */
+static bool failed(mpx_status st) {
+    if (st != MPX_OK && g_error == MPX_OK) g_error = st;
+    return st != MPX_OK;
+}
+/* A memory function's CUDA call: remembered when it fails. */
+#define REMEMBER(expr)                                                                             \
+    do {                                                                                           \
+        cudaError_t remember_err_ = (expr);                                                        \
+        if (remember_err_ != cudaSuccess)                                                          \
+            failed(mpx_cuda_fail(remember_err_, __FILE__, __LINE__, #expr));                       \
+    } while (0)
+
+extern "C" mpx_status mpx_backend_cuda_error(void) {
+    mpx_status st = g_error;
+    g_error = MPX_OK;
+    return st;
+}
 
 static int cuda_native(mpx_dtype t) {
     return t == MPX_F32 || t == MPX_F16 || t == MPX_BF16 || t == MPX_I32;
@@ -29,19 +54,72 @@ static void *cuda_alloc(size_t bytes) {
     return p;
 }
 
-static void cuda_free(void *p) { cudaFree(p); }
-static void cuda_zero(void *p, size_t bytes) { cudaMemsetAsync(p, 0, bytes); }
+static void cuda_free(void *p) { REMEMBER(cudaFree(p)); }
+static void cuda_zero(void *p, size_t bytes) { REMEMBER(cudaMemsetAsync(p, 0, bytes)); }
 static void cuda_copy(void *dst, const void *src, size_t bytes) {
-    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice);
+    REMEMBER(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice));
 }
 static void cuda_upload(void *dst, const void *host, size_t bytes) {
-    cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice);
+    REMEMBER(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
 }
 static void cuda_download(void *host, const void *src, size_t bytes) {
-    cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost);
+    REMEMBER(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
 }
 static void cuda_cast(const mpx_cast_spec *spec, const float *src, void *dst, size_t n) {
-    mpx_cast_cuda(spec, src, dst, n);
+    failed(mpx_cast_cuda(spec, src, dst, n));
+}
+
+/* ---- numerics (elementwise.cu, moments.cu) ---- */
+
+static void cuda_decode(mpx_dtype src_dtype, const void *src, float *dst, size_t n) {
+    failed(mpx_decode_cuda(src_dtype, src, dst, n));
+}
+static void cuda_moments(const float *x, size_t n, mpx_moments *out) {
+    if (failed(mpx_moments_cuda(x, n, out))) {
+        out->n = n;
+        out->mean = out->std = NAN;
+        out->min = out->max = out->absmax = NAN;
+        out->all_finite = 0;
+    }
+}
+static float cuda_abs_quantile(const float *x, size_t n, double q, float scale) {
+    float r = NAN;
+    return failed(mpx_abs_quantile_cuda(x, n, q, scale, &r)) ? NAN : r;
+}
+static float cuda_absmax(const float *x, size_t n) {
+    float r = NAN;
+    return failed(mpx_absmax_cuda(x, n, &r)) ? NAN : r;
+}
+static void cuda_accumulate(float *acc, const float *x, size_t n, float scale) {
+    failed(mpx_accumulate_cuda(acc, x, n, scale));
+}
+static int64_t cuda_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n,
+                                       double inv_scale, int round_to_storage, float *acc) {
+    int64_t bad = 0;
+    if (failed(mpx_unscale_accumulate_cuda(g_dtype, g, n, inv_scale, round_to_storage, acc, &bad)))
+        return (int64_t)n;
+    return bad;
+}
+
+/* ---- optimizer updates (moments.cu for sumsq, optim.cu) ---- */
+
+static double cuda_sumsq(const float *x, size_t n) {
+    double r = NAN;
+    return failed(mpx_sumsq_cuda(x, n, &r)) ? NAN : r;
+}
+static void cuda_sgd_update(float *w, const float *g, float *v, size_t n, const mpx_sgd_step *s) {
+    failed(mpx_sgd_update_cuda(w, g, v, n, s));
+}
+static void cuda_adamw_update(float *w, const float *g, float *m, float *v, size_t n,
+                              const mpx_adamw_step *s) {
+    failed(mpx_adamw_update_cuda(w, g, m, v, n, s));
+}
+static void cuda_lamb_direction(const float *w, float *g, float *m, float *v, size_t n,
+                                const mpx_adamw_step *s) {
+    failed(mpx_lamb_direction_cuda(w, g, m, v, n, s));
+}
+static void cuda_scaled_sub(float *w, const float *u, size_t n, float a) {
+    failed(mpx_scaled_sub_cuda(w, u, n, a));
 }
 
 static mpx_backend make_backend(void) {
@@ -56,6 +134,17 @@ static mpx_backend make_backend(void) {
     b.upload = cuda_upload;
     b.download = cuda_download;
     b.cast = cuda_cast;
+    b.decode = cuda_decode;
+    b.moments = cuda_moments;
+    b.abs_quantile = cuda_abs_quantile;
+    b.absmax = cuda_absmax;
+    b.accumulate = cuda_accumulate;
+    b.unscale_accumulate = cuda_unscale_accumulate;
+    b.sumsq = cuda_sumsq;
+    b.sgd_update = cuda_sgd_update;
+    b.adamw_update = cuda_adamw_update;
+    b.lamb_direction = cuda_lamb_direction;
+    b.scaled_sub = cuda_scaled_sub;
     return b;
 }
 
