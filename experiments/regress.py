@@ -17,7 +17,8 @@ Speed: `mpx bench` of each model's smoke fp32 config in fp32 and fp16, as the ra
 GFLOP/s to an OpenBLAS sgemm of the model's dominant GEMM measured in the same run, so that a
 busy or slower machine does not read as a regression. A ratio more than 15% below the baseline
 fails (after one re-measurement, so that a busy moment is not a regression). Ratios depend on the CPU (its kernels), so they are compared only when the baseline was
-recorded on the same CPU model; otherwise the table says so and shows the numbers.
+recorded on the same CPU model with the same widest vector ISA (cpu_model()); otherwise the
+table says so and shows the numbers.
 On a shared CI machine the ratio itself moved far more than 15% between runs (SSD smoke fp32:
 0.39 and 0.74; BERT fp32 0.50 and 0.41), so CI runs with --speed-tolerance 0.5: it still fails
 on a gross slow-down (a lost vector path, a quadratic loop) without failing on a busy neighbour.
@@ -56,14 +57,21 @@ def run(cmd, log):
 
 
 def cpu_model():
+    """The CPU model name and its widest vector ISA ("AMD EPYC [avx2]"). The name alone is not
+    enough: virtual machines report "AMD EPYC" for cores with and without AVX-512, and oneDNN
+    and OpenBLAS pick different kernels for each (twice the speed ratio, other rounding)."""
+    name, flags = "unknown", set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if line.startswith("model name") and name == "unknown":
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return "unknown"
+    isa = next((i for i in ("amx_tile", "avx512f", "avx2", "avx") if i in flags), "baseline")
+    return f"{name} [{isa}]"
 
 
 def summary(mpx, run_file):
