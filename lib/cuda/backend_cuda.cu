@@ -1,9 +1,13 @@
 /* backend_cuda.cu — the CUDA backend table: device memory, the counted cast, the numerics
- * (elementwise.cu, moments.cu) and the optimizer updates (optim.cu).
+ * (elementwise.cu, moments.cu), the optimizer updates (optim.cu) and the operators: the GEMM
+ * family on cuBLAS (gemm.cu: linear, linear_t, bmm), and own kernels for ReLU, add and GELU
+ * (activations.cu), dropout (dropout.cu), softmax and layer-norm (norm.cu), embedding
+ * (embedding.cu), softmax cross-entropy (loss.cu), permute (permute.cu), max-pool and global
+ * average pool (pool.cu). The operators return their status directly.
  *
- * The operators (cuBLAS GEMMs, cuDNN convolutions and batch-norm, own kernels) are the CUDA
- * backend issue's work and are NULL here; the executor reports each as not implemented.
- * The table's entries cannot return errors, so failures are remembered (the message is set,
+ * Not yet on the GPU, so NULL here (the executor reports each as not implemented on cuda):
+ * convolution and batch-norm (cuDNN) and the MultiBox loss.
+ * The other entries cannot return errors, so failures are remembered (the message is set,
  * mpx_backend_cuda_error() reports the first one) and the entry returns something the caller
  * notices: allocation NULL (which the graph reports with the arena it was planning), a
  * reduction NaN, unscale_accumulate every element as non-finite (the step is skipped).
@@ -145,6 +149,36 @@ static mpx_backend make_backend(void) {
     b.adamw_update = cuda_adamw_update;
     b.lamb_direction = cuda_lamb_direction;
     b.scaled_sub = cuda_scaled_sub;
+    /* operators (cuda.h) */
+    b.relu_forward = mpx_relu_forward_cuda;
+    b.relu_backward = mpx_relu_backward_cuda;
+    b.maxpool2d_forward = mpx_maxpool2d_forward_cuda;
+    b.maxpool2d_backward = mpx_maxpool2d_backward_cuda;
+    b.avgpool_global_forward = mpx_avgpool_global_forward_cuda;
+    b.avgpool_global_backward = mpx_avgpool_global_backward_cuda;
+    b.linear_forward = mpx_linear_forward_cuda;
+    b.linear_backward_data = mpx_linear_backward_data_cuda;
+    b.linear_backward_weights = mpx_linear_backward_weights_cuda;
+    b.add_forward = mpx_add_forward_cuda;
+    b.softmax_ce_forward = mpx_softmax_ce_forward_cuda;
+    b.softmax_ce_backward = mpx_softmax_ce_backward_cuda;
+    b.linear_t_forward = mpx_linear_t_forward_cuda;
+    b.linear_t_backward_data = mpx_linear_t_backward_data_cuda;
+    b.linear_t_backward_weights = mpx_linear_t_backward_weights_cuda;
+    b.layernorm_forward = mpx_layernorm_forward_cuda;
+    b.layernorm_backward = mpx_layernorm_backward_cuda;
+    b.gelu_forward = mpx_gelu_forward_cuda;
+    b.gelu_backward = mpx_gelu_backward_cuda;
+    b.embedding_forward = mpx_embedding_forward_cuda;
+    b.embedding_backward = mpx_embedding_backward_cuda;
+    b.bmm_forward = mpx_bmm_forward_cuda;
+    b.bmm_backward = mpx_bmm_backward_cuda;
+    b.softmax_forward = mpx_softmax_forward_cuda;
+    b.softmax_backward = mpx_softmax_backward_cuda;
+    b.dropout_forward = mpx_dropout_forward_cuda;
+    b.dropout_backward = mpx_dropout_backward_cuda;
+    b.permute_forward = mpx_permute_forward_cuda;
+    b.permute_backward = mpx_permute_backward_cuda;
     return b;
 }
 

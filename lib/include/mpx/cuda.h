@@ -2,7 +2,8 @@
  *
  * Device pointers are plain pointers from cudaMalloc. Work is queued on the default stream and
  * no function here waits for the device, except the reductions that hand a value back to the
- * host (below): errors from a kernel's execution surface at the caller's next synchronisation.
+ * host and the operators that check ids, labels or mask values (below): errors from a kernel's
+ * execution surface at the caller's next synchronisation.
  */
 #ifndef MPX_CUDA_H
 #define MPX_CUDA_H
@@ -21,9 +22,10 @@ extern "C" {
 int mpx_cuda_device_count(void);
 /* Why mpx_cuda_device_count() found nothing ("no CUDA-capable device is detected", ...). */
 const char *mpx_cuda_last_error(void);
-/* The CUDA backend (backend.h). So far it has memory, the counted cast, and the numerics and
- * optimizer entries (the functions below); its operators are NULL, and the executor reports each
- * as not implemented on cuda. */
+/* The CUDA backend (backend.h): memory, the counted cast, the numerics and optimizer entries,
+ * and the operators declared below (GEMMs on cuBLAS, own kernels for the rest). Convolution,
+ * batch-norm and the MultiBox loss are still NULL: the executor reports each as not implemented
+ * on cuda. */
 const struct mpx_backend *mpx_backend_cuda(void);
 /* The table's entries cannot return a status: a failing entry sets the message and returns a
  * poisoned value (NaN for a reduction, n for the non-finite count of unscale_accumulate). This
@@ -74,6 +76,76 @@ mpx_status mpx_adamw_update_cuda(float *w, const float *g, float *m, float *v, s
 mpx_status mpx_lamb_direction_cuda(const float *w, float *g, float *m, float *v, size_t n,
                                    const mpx_adamw_step *s);
 mpx_status mpx_scaled_sub_cuda(float *w, const float *u, size_t n, float a);
+
+/* ---- operators (ops.h): mpx_<op>_<pass>_cuda has the signature and the semantics of
+ * mpx_<op>_<pass>_cpu, on device tensors (device MPX_DEV_CUDA, data a device pointer; attributes,
+ * perm and the mpx_tensor structs themselves are host memory). Unlike the CPU ops, every float
+ * tensor may be F32, F16 or BF16, each its own (the executor passes storage dtypes through):
+ * elements are decoded exactly, computed in FP32 (FP32 accumulation, statistics in FP32 from
+ * double sums as on the CPU) and rounded once, to nearest even, into the output's dtype. FP8
+ * tensors are MPX_ERR_UNSUPPORTED. Asynchronous on the default stream, except the checks of ids
+ * (embedding), labels (softmax_ce) and mask values (softmax), which read 16 bytes back (one
+ * synchronisation per call) so that a bad value is an MPX_ERR_INPUT naming its position, as on
+ * the CPU. Bits, against the CPU op followed by the executor's rounding into the same storage:
+ * identical for relu, add, dropout (the same Philox mask), permute, pooling, embedding (forward
+ * and backward: duplicates added in position order), layer-norm's dgamma/dbeta (the CPU's
+ * chunked double sums) and the linear bias gradient; within a few FP32 ulps where CUDA's expf /
+ * erfcf or a differently ordered double sum enter (GELU, softmax, layer-norm, the loss); cuBLAS
+ * GEMMs within the FP32 summation-order bound (K 2^-24 relative to sum |a b|). The test
+ * tests/cuda/test_ops_cuda*.c states each tolerance. ---- */
+mpx_status mpx_linear_forward_cuda(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
+                                   mpx_tensor *y);
+mpx_status mpx_linear_backward_data_cuda(const mpx_tensor *dy, const mpx_tensor *w,
+                                         mpx_tensor *dx);
+mpx_status mpx_linear_backward_weights_cuda(const mpx_tensor *dy, const mpx_tensor *x,
+                                            mpx_tensor *dw, mpx_tensor *db);
+mpx_status mpx_linear_t_forward_cuda(const mpx_tensor *x, const mpx_tensor *w,
+                                     const mpx_tensor *b, mpx_tensor *y);
+mpx_status mpx_linear_t_backward_data_cuda(const mpx_tensor *dy, const mpx_tensor *w,
+                                           mpx_tensor *dx);
+mpx_status mpx_linear_t_backward_weights_cuda(const mpx_tensor *dy, const mpx_tensor *x,
+                                              mpx_tensor *dw, mpx_tensor *db);
+mpx_status mpx_bmm_forward_cuda(const mpx_bmm_attr *at, const mpx_tensor *a, const mpx_tensor *b,
+                                mpx_tensor *c);
+mpx_status mpx_bmm_backward_cuda(const mpx_bmm_attr *at, const mpx_tensor *dc,
+                                 const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *da,
+                                 mpx_tensor *db);
+mpx_status mpx_relu_forward_cuda(const mpx_tensor *x, mpx_tensor *y);
+mpx_status mpx_relu_backward_cuda(const mpx_tensor *dy, const mpx_tensor *y, mpx_tensor *dx);
+mpx_status mpx_add_forward_cuda(const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y);
+mpx_status mpx_gelu_forward_cuda(const mpx_tensor *x, mpx_tensor *y);
+mpx_status mpx_gelu_backward_cuda(const mpx_tensor *dy, const mpx_tensor *x, mpx_tensor *dx);
+mpx_status mpx_softmax_forward_cuda(float scale, const mpx_tensor *x, const mpx_tensor *mask,
+                                    mpx_tensor *y);
+mpx_status mpx_softmax_backward_cuda(float scale, const mpx_tensor *dy, const mpx_tensor *y,
+                                     mpx_tensor *dx);
+mpx_status mpx_layernorm_forward_cuda(float eps, const mpx_tensor *x, const mpx_tensor *gamma,
+                                      const mpx_tensor *beta, mpx_tensor *save_mean,
+                                      mpx_tensor *save_invstd, mpx_tensor *y);
+mpx_status mpx_layernorm_backward_cuda(const mpx_tensor *dy, const mpx_tensor *x,
+                                       const mpx_tensor *gamma, const mpx_tensor *save_mean,
+                                       const mpx_tensor *save_invstd, mpx_tensor *dx,
+                                       mpx_tensor *dgamma, mpx_tensor *dbeta);
+mpx_status mpx_embedding_forward_cuda(const mpx_tensor *ids, const mpx_tensor *table,
+                                      mpx_tensor *y);
+mpx_status mpx_embedding_backward_cuda(const mpx_tensor *dy, const mpx_tensor *ids,
+                                       mpx_tensor *dtable);
+mpx_status mpx_dropout_forward_cuda(const mpx_dropout_attr *a, const mpx_tensor *x,
+                                    mpx_tensor *y);
+mpx_status mpx_dropout_backward_cuda(const mpx_dropout_attr *a, const mpx_tensor *dy,
+                                     mpx_tensor *dx);
+mpx_status mpx_softmax_ce_forward_cuda(const mpx_tensor *logits, const mpx_tensor *labels,
+                                       mpx_tensor *loss, mpx_tensor *probs);
+mpx_status mpx_softmax_ce_backward_cuda(const mpx_tensor *probs, const mpx_tensor *labels,
+                                        mpx_tensor *dlogits);
+mpx_status mpx_permute_forward_cuda(const int *perm, const mpx_tensor *x, mpx_tensor *y);
+mpx_status mpx_permute_backward_cuda(const int *perm, const mpx_tensor *dy, mpx_tensor *dx);
+mpx_status mpx_maxpool2d_forward_cuda(const mpx_pool2d_attr *a, const mpx_tensor *x,
+                                      mpx_tensor *y);
+mpx_status mpx_maxpool2d_backward_cuda(const mpx_pool2d_attr *a, const mpx_tensor *dy,
+                                       const mpx_tensor *x, const mpx_tensor *y, mpx_tensor *dx);
+mpx_status mpx_avgpool_global_forward_cuda(const mpx_tensor *x, mpx_tensor *y);
+mpx_status mpx_avgpool_global_backward_cuda(const mpx_tensor *dy, mpx_tensor *dx);
 
 #ifdef __cplusplus
 }

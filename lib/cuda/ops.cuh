@@ -1,0 +1,139 @@
+/* ops.cuh — what the operator files of lib/cuda share (private to lib/cuda): argument checks for
+ * device tensors (the CPU ops' messages, ops_common.cu), element loads and stores in any of the
+ * backend's floating storage dtypes, block reductions, and scratch for index checks.
+ *
+ * Storage: an op's float tensors may each be F32, F16 or BF16 (the executor hands the CUDA
+ * backend tensors in their storage dtype, backend_cuda.cu's `native`). Kernels load every
+ * element to FP32 (exact), compute in FP32, and store with one round-to-nearest-even into the
+ * output's dtype, by the integer rules of fp_bits.h: the bits the CPU backend's executor writes
+ * when it rounds an FP32 result into the same storage (NaN payloads included).
+ * The dtype is a kernel argument (uniform across a launch), not a template parameter, so an op
+ * takes any mix of dtypes over its tensors without a kernel per combination.
+ *
+ * Everything runs on the legacy default stream, like the rest of lib/cuda.
+ */
+#ifndef MPX_CUDA_OPS_CUH
+#define MPX_CUDA_OPS_CUH
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/cuda/check.cuh"
+#include "lib/cuda/launch.cuh"
+#include "lib/numerics/fp_bits.h"
+#include "mpx/error.h"
+#include "mpx/tensor.h"
+
+/* ---- host: argument checks (ops_common.cu). Each returns MPX_OK, or MPX_ERR_INPUT (or
+ * MPX_ERR_UNSUPPORTED for a floating dtype other than F32/F16/BF16) with "<op>: <name> ...". */
+
+/* t is non-NULL, a CUDA tensor with data, `ndim` dims (ndim < 0: any 1..4), no empty dim, and
+ * dtype F32, F16 or BF16. */
+mpx_status cuop_expect_float(const char *op, const char *name, const mpx_tensor *t, int ndim);
+/* The same with one exact dtype (I32 for ids and labels). */
+mpx_status cuop_expect(const char *op, const char *name, const mpx_tensor *t, mpx_dtype dt,
+                       int ndim);
+/* t->shape[dim] == want; `why` says where the expectation comes from. */
+mpx_status cuop_expect_dim(const char *op, const char *name, const mpx_tensor *t, int dim,
+                           int64_t want, const char *why);
+/* a and b have the same ndim and dims. */
+mpx_status cuop_expect_same_shape(const char *op, const char *name_a, const mpx_tensor *a,
+                                  const char *name_b, const mpx_tensor *b);
+/* The message of a kernel launch that failed: "<op>: <what> launch for <shape>: <CUDA error>". */
+mpx_status cuop_launch_fail(const char *op, const char *what, const mpx_tensor *t, cudaError_t err);
+/* Device scratch, NOT zeroed (stream-ordered where supported); free with mpx_cuda_scratch_free. */
+mpx_status cuop_scratch(size_t bytes, void **p);
+
+/* Check launches and report, naming the op and the tensor the launch covers. */
+#define CUOP_LAUNCHED(op, what, t)                                                                 \
+    do {                                                                                           \
+        cudaError_t cuop_err_ = cudaGetLastError();                                                \
+        if (cuop_err_ != cudaSuccess) return cuop_launch_fail((op), (what), (t), cuop_err_);       \
+    } while (0)
+
+/* ---- index checks on the device (ids, labels, masks): a kernel records the first offending
+ * position with an integer atomicMin (the smallest index, whatever the schedule) and an integer
+ * count; the host reads the 16 bytes back, which waits for the device. ---- */
+struct CuopCheck {
+    unsigned long long first_bad; /* ~0ull when nothing offended */
+    unsigned long long count;     /* what the kernel counts (labels: rows that are not ignored) */
+};
+/* Scratch for one check: first_bad = ~0, count = 0. */
+mpx_status cuop_check_begin(CuopCheck **d);
+/* Copies the result to *h (a synchronisation) and frees the scratch. */
+mpx_status cuop_check_end(CuopCheck *d, CuopCheck *h);
+/* Element `index` of a device array of `dt` (I32, F32, F16 or BF16) as a double, for the message
+ * of a failed check (one more small copy, on the error path only). */
+double cuop_read_value(const void *data, mpx_dtype dt, size_t index);
+
+/* ---- device: loads and stores ---- */
+
+/* Element i of an F32, F16 or BF16 array, exactly, in FP32. */
+__device__ __forceinline__ float cuop_ld(const void *p, mpx_dtype dt, size_t i) {
+    if (dt == MPX_F16) return mpx_fp_decode(MPX_FP_F16, ((const uint16_t *)p)[i]);
+    if (dt == MPX_BF16) return mpx_fp_decode(MPX_FP_BF16, ((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+/* Element i of an F32, F16 or BF16 array = v rounded to nearest even (NaN keeps sign and top
+ * payload bits, as mpx_cast does). */
+__device__ __forceinline__ void cuop_st(void *p, mpx_dtype dt, size_t i, float v) {
+    if (dt == MPX_F16)
+        ((uint16_t *)p)[i] = (uint16_t)mpx_fp_encode(MPX_FP_F16, v, 0, 0u, nullptr);
+    else if (dt == MPX_BF16)
+        ((uint16_t *)p)[i] = (uint16_t)mpx_fp_encode(MPX_FP_BF16, v, 0, 0u, nullptr);
+    else
+        ((float *)p)[i] = v;
+}
+
+/* ---- device: block reductions (blockDim.x a multiple of 32, at most 1024). The tree is fixed by
+ * blockDim.x, so a result does not depend on scheduling. `sh` is __shared__ scratch of 32
+ * elements; every thread of the block must call, and every thread gets the result. ---- */
+
+__device__ __forceinline__ double cuop_block_sum(double v, double *sh) {
+    for (int o = 16; o > 0; o >>= 1)
+        v = __dadd_rn(v, __shfl_down_sync(0xffffffffu, v, o));
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads(); /* sh may still be read from a previous call */
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < nw ? sh[lane] : 0.0;
+        for (int o = 16; o > 0; o >>= 1)
+            v = __dadd_rn(v, __shfl_down_sync(0xffffffffu, v, o));
+        if (lane == 0) sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
+/* The largest value; NaN is ignored (fmaxf), -inf when every value is NaN or -inf. */
+__device__ __forceinline__ float cuop_block_max(float v, float *sh) {
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < nw ? sh[lane] : -INFINITY;
+        for (int o = 16; o > 0; o >>= 1)
+            v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+        if (lane == 0) sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
+/* Threads per block of the row kernels (one block per row: softmax, layer-norm, the loss). */
+constexpr int kRowThreads = 256;
+
+/* Blocks for a loop over `rows` rows, one block per row at a time (grid-stride over rows). */
+static inline unsigned cuop_row_grid(int64_t rows) {
+    const int64_t cap = (int64_t)1 << 20;
+    return (unsigned)(rows < cap ? rows : cap);
+}
+
+#endif

@@ -1,0 +1,132 @@
+/* ops_common.cu — the host side of ops.cuh: argument checks for the CUDA operators (the CPU ops'
+ * messages, lib/ops/ops_check.c, for device tensors and the backend's storage dtypes), launch
+ * failures, scratch, and the device-side index checks' read-back. */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "lib/cuda/ops.cuh"
+#include "lib/numerics/fp_bits.h"
+
+static mpx_status expect_common(const char *op, const char *name, const mpx_tensor *t, int ndim) {
+    if (!t) return mpx_fail(MPX_ERR_INPUT, "%s: %s is NULL", op, name);
+    if (t->device != MPX_DEV_CUDA)
+        return mpx_fail(MPX_ERR_INPUT, "%s: %s is not a CUDA tensor", op, name);
+    char buf[96];
+    if (ndim >= 0 && t->ndim != ndim)
+        return mpx_fail(MPX_ERR_INPUT, "%s: %s has %d dims, expected %d", op, name, t->ndim, ndim);
+    if (t->ndim < 1 || t->ndim > MPX_MAX_DIMS)
+        return mpx_fail(MPX_ERR_INPUT, "%s: %s has %d dims, expected 1..%d", op, name, t->ndim,
+                        MPX_MAX_DIMS);
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] <= 0)
+            return mpx_fail(MPX_ERR_INPUT, "%s: %s has shape %s with an empty dimension", op, name,
+                            mpx_shape_str(t->ndim, t->shape, buf, sizeof buf));
+    if (!t->data) return mpx_fail(MPX_ERR_INPUT, "%s: %s has no data", op, name);
+    return MPX_OK;
+}
+
+mpx_status cuop_expect_float(const char *op, const char *name, const mpx_tensor *t, int ndim) {
+    if (t && t->dtype != MPX_F32 && t->dtype != MPX_F16 && t->dtype != MPX_BF16) {
+        const int floating = t->dtype == MPX_F8_E4M3 || t->dtype == MPX_F8_E5M2;
+        return mpx_fail(floating ? MPX_ERR_UNSUPPORTED : MPX_ERR_INPUT,
+                        "%s: %s has dtype %s, expected f32, f16 or bf16%s", op, name,
+                        mpx_dtype_name(t->dtype),
+                        floating ? " (the CUDA operators do not read FP8 storage)" : "");
+    }
+    return expect_common(op, name, t, ndim);
+}
+
+mpx_status cuop_expect(const char *op, const char *name, const mpx_tensor *t, mpx_dtype dt,
+                       int ndim) {
+    if (t && t->dtype != dt)
+        return mpx_fail(MPX_ERR_INPUT, "%s: %s has dtype %s, expected %s", op, name,
+                        mpx_dtype_name(t->dtype), mpx_dtype_name(dt));
+    return expect_common(op, name, t, ndim);
+}
+
+mpx_status cuop_expect_dim(const char *op, const char *name, const mpx_tensor *t, int dim,
+                           int64_t want, const char *why) {
+    if (t->shape[dim] == want) return MPX_OK;
+    char buf[96];
+    return mpx_fail(MPX_ERR_INPUT, "%s: %s has shape %s, dim %d must be %lld (%s)", op, name,
+                    mpx_shape_str(t->ndim, t->shape, buf, sizeof buf), dim, (long long)want, why);
+}
+
+mpx_status cuop_expect_same_shape(const char *op, const char *name_a, const mpx_tensor *a,
+                                  const char *name_b, const mpx_tensor *b) {
+    int same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++)
+        same = a->shape[i] == b->shape[i];
+    if (same) return MPX_OK;
+    char ba[96], bb[96];
+    return mpx_fail(MPX_ERR_INPUT, "%s: %s has shape %s but %s has shape %s (must match)", op,
+                    name_b, mpx_shape_str(b->ndim, b->shape, bb, sizeof bb), name_a,
+                    mpx_shape_str(a->ndim, a->shape, ba, sizeof ba));
+}
+
+mpx_status cuop_launch_fail(const char *op, const char *what, const mpx_tensor *t,
+                            cudaError_t err) {
+    char buf[96] = "";
+    if (t) mpx_shape_str(t->ndim, t->shape, buf, sizeof buf);
+    return mpx_fail(MPX_ERR_BACKEND, "%s: %s kernel for %s %s failed: %s (%s)", op, what,
+                    t ? mpx_dtype_name(t->dtype) : "", buf, cudaGetErrorString(err),
+                    cudaGetErrorName(err));
+}
+
+mpx_status cuop_scratch(size_t bytes, void **p) {
+    *p = nullptr;
+    cudaError_t err = cudaMallocAsync(p, bytes ? bytes : 16, 0);
+    if (err == cudaErrorNotSupported) {
+        cudaGetLastError();
+        MPX_CUDA_TRY(cudaMalloc(p, bytes ? bytes : 16));
+    } else {
+        MPX_CUDA_TRY(err);
+    }
+    return MPX_OK;
+}
+
+mpx_status cuop_check_begin(CuopCheck **d) {
+    void *p = nullptr;
+    MPX_TRY(cuop_scratch(sizeof(CuopCheck), &p));
+    /* first_bad = all ones, count = 0 */
+    cudaError_t err = cudaMemsetAsync(p, 0xff, sizeof(unsigned long long), 0);
+    if (err == cudaSuccess)
+        err = cudaMemsetAsync((char *)p + sizeof(unsigned long long), 0, sizeof(unsigned long long),
+                              0);
+    if (err != cudaSuccess) {
+        mpx_cuda_scratch_free(p);
+        MPX_CUDA_TRY(err);
+    }
+    *d = (CuopCheck *)p;
+    return MPX_OK;
+}
+
+mpx_status cuop_check_end(CuopCheck *d, CuopCheck *h) {
+    cudaError_t err = cudaMemcpy(h, d, sizeof *h, cudaMemcpyDeviceToHost);
+    mpx_status freed = mpx_cuda_scratch_free(d);
+    MPX_CUDA_TRY(err);
+    return freed;
+}
+
+double cuop_read_value(const void *data, mpx_dtype dt, size_t index) {
+    const size_t es = mpx_dtype_size(dt);
+    unsigned char raw[8] = {0};
+    if (cudaMemcpy(raw, (const char *)data + index * es, es, cudaMemcpyDeviceToHost) !=
+        cudaSuccess) {
+        cudaGetLastError();
+        return NAN;
+    }
+    uint32_t u32;
+    uint16_t u16;
+    switch (dt) {
+    case MPX_I32: {
+        int32_t v;
+        memcpy(&v, raw, sizeof v);
+        return (double)v;
+    }
+    case MPX_F16: memcpy(&u16, raw, sizeof u16); return mpx_fp_decode(MPX_FP_F16, u16);
+    case MPX_BF16: memcpy(&u16, raw, sizeof u16); return mpx_fp_decode(MPX_FP_BF16, u16);
+    default: memcpy(&u32, raw, sizeof u32); return (double)mpx_fp_float(u32);
+    }
+}
