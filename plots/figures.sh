@@ -63,9 +63,11 @@ if have fp32; then
   az=$(awk -F'\t' '$1 == "zero" { printf "%.3g", $3 }' "$tsv/act_grad_hist.tsv")
   wz=$(awk -F'\t' '$1 == "zero" { printf "%.3g", $3 }' "$tsv/weight_grad_hist.tsv")
   draw hist.gp 1_act_grad_hist in="$tsv/act_grad_hist.tsv" \
-    title="Activation gradients, all layers, FP32 run: $az% zeros; FP16 flushes $af% of the nonzero values ($ab% are below 2^{-24})"
+    title="Activation gradients, all layers, FP32 run" \
+    subtitle="$az% zeros; FP16 flushes $af% of the nonzero values ($ab% are below 2^{-24})"
   draw hist.gp 2_weight_grad_hist in="$tsv/weight_grad_hist.tsv" \
-    title="Weight gradients, all layers, FP32 run: $wz% zeros; FP16 flushes $wf% of the nonzero values ($wb% are below 2^{-24})"
+    title="Weight gradients, all layers, FP32 run" \
+    subtitle="$wz% zeros; FP16 flushes $wf% of the nonzero values ($wb% are below 2^{-24})"
 else
   echo "figures: no fp32 run: skipping figures 1 and 2"
 fi

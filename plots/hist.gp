@@ -1,7 +1,9 @@
 # hist.gp — a pooled gradient histogram over log2 binades with the FP16 regions marked.
-# Variables: in (TSV: bin count pct; bins -64..15 then "zero"), title, out, ext.
+# Variables: in (TSV: bin count pct; bins -64..15 then "zero"), title, subtitle (a second
+# title line, optional), out, ext.
 load "plots/common.gp"
-set title title font ",13"
+if (!exists("subtitle")) subtitle = ""
+set title (subtitle eq "" ? title : title . "\n" . subtitle) font ",13"
 set xlabel "log2 |value|   (bin k holds [2^k, 2^{k+1}); the bar at the left is exact zeros)"
 set ylabel "percent of values"
 set xrange [-67:16.5]
