@@ -1,12 +1,12 @@
 /* backend_cuda.cu — the CUDA backend table: device memory, the counted cast, the numerics
  * (elementwise.cu, moments.cu), the optimizer updates (optim.cu) and the operators: the GEMM
- * family on cuBLAS (gemm.cu: linear, linear_t, bmm), and own kernels for ReLU, add and GELU
- * (activations.cu), dropout (dropout.cu), softmax and layer-norm (norm.cu), embedding
- * (embedding.cu), softmax cross-entropy (loss.cu), permute (permute.cu), max-pool and global
- * average pool (pool.cu). The operators return their status directly.
- *
- * Not yet on the GPU, so NULL here (the executor reports each as not implemented on cuda):
- * convolution and batch-norm (cuDNN) and the MultiBox loss.
+ * family on cuBLAS (gemm.cu: linear, linear_t, bmm), convolution on cuDNN (conv.cu), and own
+ * kernels for ReLU, add and GELU (activations.cu), dropout (dropout.cu), softmax and layer-norm
+ * (norm.cu), batch-norm (batchnorm.cu), embedding (embedding.cu), softmax cross-entropy
+ * (loss.cu), permute (permute.cu), max-pool and global average pool (pool.cu), and the MultiBox
+ * loss (multibox.cu: backward on the device; the forward is host-staged, running the CPU op on
+ * copied inputs so that the hard-negative mining keeps the CPU's exact choice). The operators
+ * return their status directly.
  * The other entries cannot return errors, so failures are remembered (the message is set,
  * mpx_backend_cuda_error() reports the first one) and the entry returns something the caller
  * notices: allocation NULL (which the graph reports with the arena it was planning), a
@@ -179,6 +179,13 @@ static mpx_backend make_backend(void) {
     b.dropout_backward = mpx_dropout_backward_cuda;
     b.permute_forward = mpx_permute_forward_cuda;
     b.permute_backward = mpx_permute_backward_cuda;
+    b.conv2d_forward = mpx_conv2d_forward_cuda;
+    b.conv2d_backward_data = mpx_conv2d_backward_data_cuda;
+    b.conv2d_backward_weights = mpx_conv2d_backward_weights_cuda;
+    b.batchnorm_forward = mpx_batchnorm_forward_cuda;
+    b.batchnorm_backward = mpx_batchnorm_backward_cuda;
+    b.multibox_forward = mpx_multibox_forward_cuda;
+    b.multibox_backward = mpx_multibox_backward_cuda;
     return b;
 }
 

@@ -23,9 +23,8 @@ int mpx_cuda_device_count(void);
 /* Why mpx_cuda_device_count() found nothing ("no CUDA-capable device is detected", ...). */
 const char *mpx_cuda_last_error(void);
 /* The CUDA backend (backend.h): memory, the counted cast, the numerics and optimizer entries,
- * and the operators declared below (GEMMs on cuBLAS, own kernels for the rest). Convolution,
- * batch-norm and the MultiBox loss are still NULL: the executor reports each as not implemented
- * on cuda. */
+ * and the operators declared below (GEMMs on cuBLAS, convolution on cuDNN, own kernels for the
+ * rest; the MultiBox forward runs on the host, see below). Every operator entry is set. */
 const struct mpx_backend *mpx_backend_cuda(void);
 /* The table's entries cannot return a status: a failing entry sets the message and returns a
  * poisoned value (NaN for a reduction, n for the non-finite count of unscale_accumulate). This
@@ -146,6 +145,43 @@ mpx_status mpx_maxpool2d_backward_cuda(const mpx_pool2d_attr *a, const mpx_tenso
                                        const mpx_tensor *x, const mpx_tensor *y, mpx_tensor *dx);
 mpx_status mpx_avgpool_global_forward_cuda(const mpx_tensor *x, mpx_tensor *y);
 mpx_status mpx_avgpool_global_backward_cuda(const mpx_tensor *dy, mpx_tensor *dx);
+/* conv2d on cuDNN (conv.cu): FP32 data and compute (CUDNN_FMA_MATH: no tensor cores, no TF32),
+ * F16/BF16 tensors staged through FP32 scratch, HWIO weights reordered to cuDNN's KRSC;
+ * algorithms from cudnnGet*Algorithm_v7, deterministic ones only, cached per (pass, shape).
+ * Within the FP32 summation-order bound of a GEMM of length K = C KH KW (forward), K KH KW
+ * (backward-data) or N OH OW (backward-weights); the bias gradient is a double column sum. */
+mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mpx_tensor *x,
+                                   const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y);
+mpx_status mpx_conv2d_backward_data_cuda(const mpx_conv2d_attr *a, const mpx_tensor *dy,
+                                         const mpx_tensor *w, mpx_tensor *dx);
+mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a, const mpx_tensor *dy,
+                                            const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db);
+/* batch-norm (batchnorm.cu, own kernels): the CPU's chunked double sums and FP32 element-wise
+ * operations in the CPU's order (no FMA contraction): the CPU's bits, statistics included. */
+mpx_status mpx_batchnorm_forward_cuda(const mpx_batchnorm_attr *a, const mpx_tensor *x,
+                                      const mpx_tensor *gamma, const mpx_tensor *beta,
+                                      mpx_tensor *running_mean, mpx_tensor *running_var,
+                                      mpx_tensor *save_mean, mpx_tensor *save_invstd,
+                                      mpx_tensor *y);
+mpx_status mpx_batchnorm_backward_cuda(const mpx_batchnorm_attr *a, const mpx_tensor *dy,
+                                       const mpx_tensor *x, const mpx_tensor *gamma,
+                                       const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
+                                       mpx_tensor *dx, mpx_tensor *dgamma, mpx_tensor *dbeta);
+/* The MultiBox loss (multibox.cu). The forward is HOST-STAGED: its inputs are copied to the host
+ * and mpx_multibox_forward_cpu runs there (the hard-negative mining must rank by the CPU's
+ * expf-based losses to keep the CPU's selection), then the outputs are uploaded: the CPU's bits,
+ * one synchronising round trip of the confidences per call; the device workspace is checked
+ * but unused. The backward runs on the device with the CPU's FP32 operations (the CPU's bits);
+ * it reads 16 bytes back (target check and the positive count N). */
+mpx_status mpx_multibox_forward_cuda(const mpx_multibox_attr *a, const mpx_tensor *conf,
+                                     const mpx_tensor *loc, const mpx_tensor *priors,
+                                     const mpx_tensor *gt_boxes, const mpx_tensor *gt_labels,
+                                     mpx_tensor *workspace, mpx_tensor *loss, mpx_tensor *probs,
+                                     mpx_tensor *target, mpx_tensor *loc_target);
+mpx_status mpx_multibox_backward_cuda(const mpx_multibox_attr *a, const mpx_tensor *probs,
+                                      const mpx_tensor *target, const mpx_tensor *loc,
+                                      const mpx_tensor *loc_target, mpx_tensor *dconf,
+                                      mpx_tensor *dloc);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,299 @@
+/* batchnorm.cu — batch-norm over the channel (last) dimension, forward (training and inference)
+ * and backward, with the semantics and the arithmetic of lib/ops/batchnorm.c, on own kernels.
+ *
+ * Why not cuDNN: cudnnBatchNormalization* computes its statistics in its own order and
+ * precision and its saved inverse std and running-variance update are not guaranteed to be the
+ * CPU's double-precision values, so the results would not match the CPU op bit for bit.
+ *
+ * Arithmetic (the CPU's, step for step): x [..., C] viewed as [M, C]; rows are split into the
+ * CPU's fixed chunks (a function of M only: max(ceil(M / 256), 32) rows each). One thread per
+ * (chunk, channel) accumulates that chunk's sums in double in row order (forward: the shifted
+ * moments sum (x - x[0]) and sum (x - x[0])^2; backward: sum dy and sum dy (x - mean)); one
+ * thread per channel adds the chunk partials in chunk order and derives the statistics in
+ * double exactly as batchnorm.c does; the element-wise pass uses the CPU's FP32 operations.
+ * Every add and multiply is an explicit _rn intrinsic, so nvcc cannot contract into FMAs (the
+ * CPU build has none either). No atomics: results do not depend on scheduling, and match the
+ * CPU's bits (F32) or the CPU's result rounded once into the storage dtype (F16/BF16).
+ *
+ * Dtypes: every tensor may be F32, F16 or BF16 (elements decoded exactly to FP32, outputs
+ * rounded once to nearest even). The statistics (running and saved) are normally FP32.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "lib/cuda/ops.cuh"
+#include "mpx/cuda.h"
+#include "mpx/ops.h"
+
+namespace {
+
+const char *const FWD = "batchnorm forward";
+const char *const BWD = "batchnorm backward";
+
+constexpr int64_t kChunkMin = 32, kMaxChunks = 256;
+
+int64_t chunking(int64_t m, int64_t *rows) {
+    int64_t r = (m + kMaxChunks - 1) / kMaxChunks;
+    if (r < kChunkMin) r = kChunkMin;
+    *rows = r;
+    return (m + r - 1) / r;
+}
+
+mpx_status bn_view(const char *op, const char *name, const mpx_tensor *x, int64_t *m,
+                   int64_t *c) {
+    MPX_TRY(cuop_expect_float(op, name, x, -1));
+    if (x->ndim < 2)
+        return mpx_fail(MPX_ERR_INPUT, "%s: %s has %d dim, expected [..., C] with >= 2 dims", op,
+                        name, x->ndim);
+    *c = x->shape[x->ndim - 1];
+    *m = mpx_tensor_numel(x) / *c;
+    return MPX_OK;
+}
+
+mpx_status bn_channel_vec(const char *op, const char *name, const mpx_tensor *t, int64_t c) {
+    MPX_TRY(cuop_expect_float(op, name, t, 1));
+    return cuop_expect_dim(op, name, t, 0, c, "C, the last dim of x");
+}
+
+struct Vec {
+    const void *p;
+    mpx_dtype dt;
+};
+__device__ __forceinline__ float ld(Vec v, size_t i) { return cuop_ld(v.p, v.dt, i); }
+Vec vec(const mpx_tensor *t) { return Vec{t->data, t->dtype}; }
+
+/* part[(2k) c + j], part[(2k+1) c + j] for chunk k, channel j (batchnorm.c's chunk_sums).
+ * Forward (b.p == NULL): sum (a - a[0]) and sum (a - a[0])^2. Backward: sum a and
+ * sum a (b - mean). */
+__global__ void chunk_sums(Vec a, Vec b, const float *mean, int64_t m, int64_t c, int64_t rows,
+                           int64_t nchunks, double *part) {
+    const int64_t total = nchunks * c;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t k = t / c, j = t % c;
+        const int64_t i1 = (k + 1) * rows < m ? (k + 1) * rows : m;
+        double s1 = 0, s2 = 0;
+        if (!b.p) {
+            const double a0 = (double)ld(a, (size_t)j);
+            for (int64_t i = k * rows; i < i1; i++) {
+                const double d = __dsub_rn((double)ld(a, (size_t)(i * c + j)), a0);
+                s1 = __dadd_rn(s1, d);
+                s2 = __dadd_rn(s2, __dmul_rn(d, d));
+            }
+        } else {
+            const double mu = (double)mean[j];
+            for (int64_t i = k * rows; i < i1; i++) {
+                const size_t e = (size_t)(i * c + j);
+                const double av = (double)ld(a, e);
+                s1 = __dadd_rn(s1, av);
+                s2 = __dadd_rn(s2, __dmul_rn(av, __dsub_rn((double)ld(b, e), mu)));
+            }
+        }
+        part[(2 * k) * c + j] = s1;
+        part[(2 * k + 1) * c + j] = s2;
+    }
+}
+
+/* Training statistics per channel: mean/scale for the element-wise pass (FP32), saved mean and
+ * inverse std, running statistics updated in place. */
+__global__ void fwd_stats(const double *part, int64_t nchunks, int64_t m, int64_t c, Vec x,
+                          Vec gamma, float eps, float momentum, void *rm, mpx_dtype rm_dt,
+                          void *rv, mpx_dtype rv_dt, void *sm, mpx_dtype sm_dt, void *si,
+                          mpx_dtype si_dt, float *mean, float *scale) {
+    const int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (j >= c) return;
+    double s1 = 0, s2 = 0;
+    for (int64_t k = 0; k < nchunks; k++) {
+        s1 = __dadd_rn(s1, part[(2 * k) * c + j]);
+        s2 = __dadd_rn(s2, part[(2 * k + 1) * c + j]);
+    }
+    const double dm = __ddiv_rn(s1, (double)m);
+    double var = __dsub_rn(__ddiv_rn(s2, (double)m), __dmul_rn(dm, dm));
+    if (var < 0) var = 0;
+    const double mu = __dadd_rn((double)ld(x, (size_t)j), dm);
+    const double invstd = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(var, (double)eps)));
+    const double mom = (double)momentum;
+    mean[j] = (float)mu;
+    cuop_st(sm, sm_dt, (size_t)j, (float)mu);
+    cuop_st(si, si_dt, (size_t)j, (float)invstd);
+    scale[j] = (float)__dmul_rn(invstd, (double)ld(gamma, (size_t)j));
+    const double rmo = (double)cuop_ld(rm, rm_dt, (size_t)j);
+    const double rvo = (double)cuop_ld(rv, rv_dt, (size_t)j);
+    cuop_st(rm, rm_dt, (size_t)j, (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, mom), rmo),
+                                                   __dmul_rn(mom, mu)));
+    /* mom * var * m / (m - 1), left to right as in C */
+    const double unb = __ddiv_rn(__dmul_rn(__dmul_rn(mom, var), (double)m), (double)(m - 1));
+    cuop_st(rv, rv_dt, (size_t)j, (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, mom), rvo), unb));
+}
+
+/* Inference: the running statistics. */
+__global__ void eval_stats(int64_t c, Vec gamma, Vec rm, Vec rv, float eps, float *mean,
+                           float *scale) {
+    const int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (j >= c) return;
+    mean[j] = ld(rm, (size_t)j);
+    scale[j] = (float)__ddiv_rn((double)ld(gamma, (size_t)j),
+                                __dsqrt_rn(__dadd_rn((double)ld(rv, (size_t)j), (double)eps)));
+}
+
+/* y = (x - mean) * scale + beta, FP32, rounded once into y's dtype. */
+__global__ void fwd_apply(Vec x, const float *mean, const float *scale, Vec beta, void *y,
+                          mpx_dtype ydt, int64_t c, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t j = i % (size_t)c;
+        const float v =
+            __fadd_rn(__fmul_rn(__fsub_rn(ld(x, i), mean[j]), scale[j]), ld(beta, j));
+        cuop_st(y, ydt, i, v);
+    }
+}
+
+/* Backward per channel: dbeta, dgamma and the FP32 coefficients of the dx pass (kc = k,
+ * kc + c = dbeta / M, kc + 2c = dgamma / M). */
+__global__ void bwd_stats(const double *part, int64_t nchunks, int64_t m, int64_t c, Vec gamma,
+                          const float *si, void *dg, mpx_dtype dg_dt, void *db, mpx_dtype db_dt,
+                          float *kc) {
+    const int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (j >= c) return;
+    double sdy = 0, sdyx = 0;
+    for (int64_t q = 0; q < nchunks; q++) {
+        sdy = __dadd_rn(sdy, part[(2 * q) * c + j]);
+        sdyx = __dadd_rn(sdyx, part[(2 * q + 1) * c + j]);
+    }
+    sdyx = __dmul_rn(sdyx, (double)si[j]);
+    cuop_st(db, db_dt, (size_t)j, (float)sdy);
+    cuop_st(dg, dg_dt, (size_t)j, (float)sdyx);
+    kc[j] = __fmul_rn(ld(gamma, (size_t)j), si[j]);
+    kc[c + j] = (float)__ddiv_rn(sdy, (double)m);
+    kc[2 * c + j] = (float)__ddiv_rn(sdyx, (double)m);
+}
+
+/* dx = k (dy - dbeta/M - xhat dgamma/M), xhat = (x - mean) invstd, FP32. */
+__global__ void bwd_apply(Vec dy, Vec x, const float *sm, const float *si, const float *kc,
+                          void *dx, mpx_dtype dxdt, int64_t c, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t j = i % (size_t)c;
+        const float xhat = __fmul_rn(__fsub_rn(ld(x, i), sm[j]), si[j]);
+        const float inner =
+            __fsub_rn(__fsub_rn(ld(dy, i), kc[c + j]), __fmul_rn(xhat, kc[2 * c + j]));
+        cuop_st(dx, dxdt, i, __fmul_rn(kc[j], inner));
+    }
+}
+
+/* A channel vector decoded to FP32 (kernel), in scratch of at least c floats at dst. */
+__global__ void decode_vec(Vec v, float *dst, int64_t c) {
+    const int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (j < c) dst[j] = ld(v, (size_t)j);
+}
+
+/* Scratch freed at scope exit (stream-ordered). */
+struct Scratch {
+    void *p = nullptr;
+    ~Scratch() { mpx_cuda_scratch_free(p); }
+};
+
+unsigned channel_grid(int64_t c) { return (unsigned)((c + 127) / 128); }
+
+} // namespace
+
+extern "C" mpx_status mpx_batchnorm_forward_cuda(const mpx_batchnorm_attr *a, const mpx_tensor *x,
+                                                 const mpx_tensor *gamma, const mpx_tensor *beta,
+                                                 mpx_tensor *running_mean, mpx_tensor *running_var,
+                                                 mpx_tensor *save_mean, mpx_tensor *save_invstd,
+                                                 mpx_tensor *y) {
+    if (!a) return mpx_fail(MPX_ERR_INPUT, "%s: attr is NULL", FWD);
+    if (!(a->eps >= 0 && isfinite(a->eps)) || !(a->momentum >= 0 && a->momentum <= 1))
+        return mpx_fail(MPX_ERR_INPUT, "%s: eps %g must be >= 0 and momentum %g in [0, 1]", FWD,
+                        a->eps, a->momentum);
+    int64_t m = 0, c = 0;
+    MPX_TRY(bn_view(FWD, "x", x, &m, &c));
+    MPX_TRY(bn_channel_vec(FWD, "gamma", gamma, c));
+    MPX_TRY(bn_channel_vec(FWD, "beta", beta, c));
+    MPX_TRY(bn_channel_vec(FWD, "running_mean", running_mean, c));
+    MPX_TRY(bn_channel_vec(FWD, "running_var", running_var, c));
+    MPX_TRY(cuop_expect_float(FWD, "y", y, -1));
+    MPX_TRY(cuop_expect_same_shape(FWD, "x", x, "y", y));
+    if (a->training) {
+        MPX_TRY(bn_channel_vec(FWD, "save_mean", save_mean, c));
+        MPX_TRY(bn_channel_vec(FWD, "save_invstd", save_invstd, c));
+        if (m < 2)
+            return mpx_fail(MPX_ERR_INPUT,
+                            "%s: training needs more than one value per channel (x has %lld rows "
+                            "of C = %lld): the unbiased running variance is undefined",
+                            FWD, (long long)m, (long long)c);
+    }
+    int64_t rows, nchunks = chunking(m, &rows);
+    Scratch s;
+    const size_t part_bytes = a->training ? (size_t)(2 * nchunks * c) * sizeof(double) : 0;
+    MPX_TRY(cuop_scratch(part_bytes + (size_t)(2 * c) * sizeof(float), &s.p));
+    double *part = (double *)s.p;
+    float *mean = (float *)((char *)s.p + part_bytes), *scale = mean + c;
+    if (a->training) {
+        unsigned grid;
+        MPX_TRY(mpx_cuda_grid((size_t)(nchunks * c), &grid));
+        chunk_sums<<<grid, kLaunchThreads>>>(vec(x), Vec{nullptr, MPX_F32}, nullptr, m, c, rows,
+                                             nchunks, part);
+        CUOP_LAUNCHED(FWD, "chunk sums", x);
+        fwd_stats<<<channel_grid(c), 128>>>(
+            part, nchunks, m, c, vec(x), vec(gamma), a->eps, a->momentum, running_mean->data,
+            running_mean->dtype, running_var->data, running_var->dtype, save_mean->data,
+            save_mean->dtype, save_invstd->data, save_invstd->dtype, mean, scale);
+        CUOP_LAUNCHED(FWD, "statistics", x);
+    } else {
+        eval_stats<<<channel_grid(c), 128>>>(c, vec(gamma), vec(running_mean), vec(running_var),
+                                             a->eps, mean, scale);
+        CUOP_LAUNCHED(FWD, "statistics", x);
+    }
+    const size_t n = (size_t)mpx_tensor_numel(x);
+    unsigned grid = 0;
+    MPX_TRY(mpx_cuda_grid(n, &grid));
+    fwd_apply<<<grid, kLaunchThreads>>>(vec(x), mean, scale, vec(beta), y->data, y->dtype, c, n);
+    CUOP_LAUNCHED(FWD, "normalize", y);
+    return MPX_OK;
+}
+
+extern "C" mpx_status mpx_batchnorm_backward_cuda(const mpx_batchnorm_attr *a,
+                                                  const mpx_tensor *dy, const mpx_tensor *x,
+                                                  const mpx_tensor *gamma,
+                                                  const mpx_tensor *save_mean,
+                                                  const mpx_tensor *save_invstd, mpx_tensor *dx,
+                                                  mpx_tensor *dgamma, mpx_tensor *dbeta) {
+    if (!a) return mpx_fail(MPX_ERR_INPUT, "%s: attr is NULL", BWD);
+    if (!a->training)
+        return mpx_fail(MPX_ERR_UNSUPPORTED,
+                        "%s: only training mode has a backward (attr.training is 0)", BWD);
+    int64_t m = 0, c = 0;
+    MPX_TRY(bn_view(BWD, "x", x, &m, &c));
+    MPX_TRY(cuop_expect_float(BWD, "dy", dy, -1));
+    MPX_TRY(cuop_expect_same_shape(BWD, "x", x, "dy", dy));
+    MPX_TRY(cuop_expect_float(BWD, "dx", dx, -1));
+    MPX_TRY(cuop_expect_same_shape(BWD, "x", x, "dx", dx));
+    MPX_TRY(bn_channel_vec(BWD, "gamma", gamma, c));
+    MPX_TRY(bn_channel_vec(BWD, "save_mean", save_mean, c));
+    MPX_TRY(bn_channel_vec(BWD, "save_invstd", save_invstd, c));
+    MPX_TRY(bn_channel_vec(BWD, "dgamma", dgamma, c));
+    MPX_TRY(bn_channel_vec(BWD, "dbeta", dbeta, c));
+    int64_t rows, nchunks = chunking(m, &rows);
+    Scratch s;
+    const size_t part_bytes = (size_t)(2 * nchunks * c) * sizeof(double);
+    MPX_TRY(cuop_scratch(part_bytes + (size_t)(5 * c) * sizeof(float), &s.p));
+    double *part = (double *)s.p;
+    float *sm = (float *)((char *)s.p + part_bytes), *si = sm + c, *kc = si + c;
+    decode_vec<<<channel_grid(c), 128>>>(vec(save_mean), sm, c);
+    decode_vec<<<channel_grid(c), 128>>>(vec(save_invstd), si, c);
+    CUOP_LAUNCHED(BWD, "statistics decode", save_mean);
+    unsigned grid = 0;
+    MPX_TRY(mpx_cuda_grid((size_t)(nchunks * c), &grid));
+    chunk_sums<<<grid, kLaunchThreads>>>(vec(dy), vec(x), sm, m, c, rows, nchunks, part);
+    CUOP_LAUNCHED(BWD, "chunk sums", dy);
+    bwd_stats<<<channel_grid(c), 128>>>(part, nchunks, m, c, vec(gamma), si, dgamma->data,
+                                        dgamma->dtype, dbeta->data, dbeta->dtype, kc);
+    CUOP_LAUNCHED(BWD, "statistics", dgamma);
+    const size_t n = (size_t)mpx_tensor_numel(x);
+    MPX_TRY(mpx_cuda_grid(n, &grid));
+    bwd_apply<<<grid, kLaunchThreads>>>(vec(dy), vec(x), sm, si, kc, dx->data, dx->dtype, c, n);
+    CUOP_LAUNCHED(BWD, "dx", dx);
+    return MPX_OK;
+}

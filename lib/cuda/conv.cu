@@ -1,0 +1,473 @@
+/* conv.cu — conv2d forward, backward-data and backward-weights on cuDNN (legacy convolution API),
+ * with the semantics of lib/ops/conv2d.c: x [N,H,W,C], w HWIO [KH,KW,C,K], optional bias [K],
+ * y [N,OH,OW,K], stride and padding per the attr (no groups, no dilation: the CPU op has none).
+ *
+ * Precision and layout: cuDNN runs in FP32 throughout (CUDNN_DATA_FLOAT data and compute, math
+ * type CUDNN_FMA_MATH, so neither tensor cores nor TF32 are used). Inputs stored as F16/BF16 are
+ * decoded to FP32 scratch first (exact); the HWIO weights are reordered to cuDNN's KRSC
+ * ("NHWC" filter) layout in FP32 scratch. An F32 output without bias is written by cuDNN
+ * directly; otherwise cuDNN writes FP32 scratch and one kernel adds the bias in FP32 and rounds
+ * once (to nearest even) into the output's dtype. The weight gradient is computed in KRSC FP32
+ * scratch and reordered into HWIO with that one rounding. The bias gradient is a column sum of
+ * dy in double in row order (one thread per channel), the order of the CPU's SGEMM path.
+ *
+ * Algorithms: chosen once per (pass, shape) with cudnnGet*Algorithm_v7 (heuristics, no timing,
+ * so the choice cannot depend on the machine's load), taking the first algorithm that cuDNN
+ * reports as supported, deterministic, not tensor-op math and not FFT/Winograd (whose error is
+ * not bounded element-wise like a direct sum's), and cached in a small table.
+ * One workspace buffer is shared by all calls and grown as needed. A handle, the table and the
+ * workspace live for the process, guarded by one mutex (ops run on one host thread at a time).
+ */
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <mutex>
+
+#include "lib/cuda/ops.cuh"
+#include "mpx/cuda.h"
+#include "mpx/ops.h"
+
+namespace {
+
+const char *const kPass[3] = {"conv2d forward", "conv2d backward-data", "conv2d backward-weights"};
+
+struct Geom {
+    int n, h, w, c, k, kh, kw, oh, ow;
+};
+
+/* The checks of conv2d.c's conv_check, for device tensors of any float storage dtype. */
+mpx_status conv_check(const char *op, const mpx_conv2d_attr *a, const char *xn,
+                      const mpx_tensor *x, const char *wn, const mpx_tensor *w, const char *yn,
+                      const mpx_tensor *y, const char *bn, const mpx_tensor *b, Geom *g) {
+    if (!a) return mpx_fail(MPX_ERR_INPUT, "%s: attr is NULL", op);
+    if (a->stride_h < 1 || a->stride_w < 1 || a->pad_h < 0 || a->pad_w < 0)
+        return mpx_fail(MPX_ERR_INPUT, "%s: stride %dx%d must be >= 1 and pad %dx%d >= 0", op,
+                        a->stride_h, a->stride_w, a->pad_h, a->pad_w);
+    MPX_TRY(cuop_expect_float(op, xn, x, 4));
+    MPX_TRY(cuop_expect_float(op, wn, w, 4));
+    MPX_TRY(cuop_expect_float(op, yn, y, 4));
+    for (int i = 0; i < 4; i++)
+        if (x->shape[i] > 1 << 30 || w->shape[i] > 1 << 30)
+            return mpx_fail(MPX_ERR_INPUT, "%s: dimension %d of %s or %s exceeds 2^30", op, i, xn,
+                            wn);
+    g->n = (int)x->shape[0], g->h = (int)x->shape[1], g->w = (int)x->shape[2];
+    g->c = (int)x->shape[3];
+    g->kh = (int)w->shape[0], g->kw = (int)w->shape[1], g->k = (int)w->shape[3];
+    MPX_TRY(cuop_expect_dim(op, wn, w, 2, g->c, "C of the activations"));
+    if ((int64_t)g->h + 2 * (int64_t)a->pad_h < g->kh ||
+        (int64_t)g->w + 2 * (int64_t)a->pad_w < g->kw) {
+        char bx[64], bw[64];
+        return mpx_fail(MPX_ERR_INPUT,
+                        "%s: kernel %dx%d of %s %s is larger than %s %s padded by %dx%d", op,
+                        g->kh, g->kw, wn, mpx_shape_str(4, w->shape, bw, sizeof bw), xn,
+                        mpx_shape_str(4, x->shape, bx, sizeof bx), a->pad_h, a->pad_w);
+    }
+    g->oh = (g->h + 2 * a->pad_h - g->kh) / a->stride_h + 1;
+    g->ow = (g->w + 2 * a->pad_w - g->kw) / a->stride_w + 1;
+    MPX_TRY(cuop_expect_dim(op, yn, y, 0, g->n, "N of the activations"));
+    MPX_TRY(cuop_expect_dim(op, yn, y, 1, g->oh, "OH = (H + 2*pad_h - KH) / stride_h + 1"));
+    MPX_TRY(cuop_expect_dim(op, yn, y, 2, g->ow, "OW = (W + 2*pad_w - KW) / stride_w + 1"));
+    MPX_TRY(cuop_expect_dim(op, yn, y, 3, g->k, "K of the weights"));
+    if (b) {
+        MPX_TRY(cuop_expect_float(op, bn, b, 1));
+        MPX_TRY(cuop_expect_dim(op, bn, b, 0, g->k, "K of the weights"));
+    }
+    return MPX_OK;
+}
+
+/* ---- kernels ---- */
+
+/* dst (KRSC, FP32) from w (HWIO, any float dtype). */
+__global__ void hwio_to_krsc(const void *w, mpx_dtype dt, float *dst, int kh, int kw, int c,
+                             int k, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t t = i;
+        const size_t ci = t % c;
+        t /= c;
+        const size_t s = t % kw;
+        t /= kw;
+        const size_t r = t % kh;
+        const size_t ko = t / kh;
+        dst[i] = cuop_ld(w, dt, ((r * kw + s) * c + ci) * k + ko);
+    }
+}
+
+/* dw (HWIO, its dtype) = src (KRSC, FP32), one rounding. */
+__global__ void krsc_to_hwio(const float *src, void *dw, mpx_dtype dt, int kh, int kw, int c,
+                             int k, size_t n) {
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n;
+         j += (size_t)gridDim.x * blockDim.x) {
+        size_t t = j;
+        const size_t ko = t % k;
+        t /= k;
+        const size_t ci = t % c;
+        t /= c;
+        const size_t s = t % kw;
+        const size_t r = t / kw;
+        cuop_st(dw, dt, j, src[((ko * kh + r) * kw + s) * c + ci]);
+    }
+}
+
+/* y[i] = src[i] + bias[i % k] (bias may be NULL), rounded once into y's dtype. src may be y's
+ * own FP32 data. */
+__global__ void bias_store(const float *src, void *y, mpx_dtype ydt, const void *bias,
+                           mpx_dtype bdt, int k, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = src[i];
+        if (bias) v = v + cuop_ld(bias, bdt, i % (size_t)k);
+        cuop_st(y, ydt, i, v);
+    }
+}
+
+/* db[j] = sum over the m rows of dy[:, j], in double, in row order. */
+__global__ void column_sum(const void *dy, mpx_dtype dt, int64_t m, int k, void *db,
+                           mpx_dtype dbt) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= k) return;
+    double s = 0;
+    for (int64_t i = 0; i < m; i++)
+        s += (double)cuop_ld(dy, dt, (size_t)i * k + j);
+    cuop_st(db, dbt, j, (float)s);
+}
+
+/* ---- cuDNN state: handle, algorithm table, workspace ---- */
+
+struct Key {
+    int pass, n, h, w, c, k, kh, kw, sh, sw, ph, pw;
+};
+struct Entry {
+    Key key;
+    int used, algo;
+    size_t ws;
+};
+constexpr int kTable = 64;
+
+std::mutex g_mutex;
+cudnnHandle_t g_handle = nullptr;
+Entry g_table[kTable];
+int g_next = 0;
+void *g_ws = nullptr;
+size_t g_ws_cap = 0;
+
+mpx_status cudnn_fail(const char *op, const char *what, cudnnStatus_t st) {
+    return mpx_fail(MPX_ERR_BACKEND, "%s: %s: %s", op, what, cudnnGetErrorString(st));
+}
+
+#define CUDNN_TRY(op, expr)                                                                        \
+    do {                                                                                           \
+        cudnnStatus_t cudnn_st_ = (expr);                                                          \
+        if (cudnn_st_ != CUDNN_STATUS_SUCCESS) return cudnn_fail((op), #expr, cudnn_st_);          \
+    } while (0)
+
+mpx_status get_handle(const char *op, cudnnHandle_t *out) {
+    if (!g_handle) {
+        cudnnHandle_t h = nullptr;
+        CUDNN_TRY(op, cudnnCreate(&h));
+        g_handle = h;
+    }
+    CUDNN_TRY(op, cudnnSetStream(g_handle, 0));
+    *out = g_handle;
+    return MPX_OK;
+}
+
+mpx_status workspace(size_t bytes, void **out) {
+    if (bytes > g_ws_cap) {
+        if (g_ws) MPX_CUDA_TRY(cudaFree(g_ws)); /* synchronises: queued users are done */
+        g_ws = nullptr;
+        g_ws_cap = 0;
+        MPX_CUDA_TRY(cudaMalloc(&g_ws, bytes));
+        g_ws_cap = bytes;
+    }
+    *out = bytes ? g_ws : nullptr;
+    return MPX_OK;
+}
+
+/* The descriptors of one call; destroyed by the destructor. */
+struct Descs {
+    cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+    cudnnFilterDescriptor_t w = nullptr;
+    cudnnConvolutionDescriptor_t conv = nullptr;
+    ~Descs() {
+        if (x) cudnnDestroyTensorDescriptor(x);
+        if (y) cudnnDestroyTensorDescriptor(y);
+        if (w) cudnnDestroyFilterDescriptor(w);
+        if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    }
+};
+
+mpx_status make_descs(const char *op, const mpx_conv2d_attr *a, const Geom &g, Descs *d) {
+    CUDNN_TRY(op, cudnnCreateTensorDescriptor(&d->x));
+    CUDNN_TRY(op, cudnnCreateTensorDescriptor(&d->y));
+    CUDNN_TRY(op, cudnnCreateFilterDescriptor(&d->w));
+    CUDNN_TRY(op, cudnnCreateConvolutionDescriptor(&d->conv));
+    CUDNN_TRY(op, cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, g.n, g.c,
+                                             g.h, g.w));
+    CUDNN_TRY(op, cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, g.n, g.k,
+                                             g.oh, g.ow));
+    CUDNN_TRY(op, cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, g.k, g.c,
+                                             g.kh, g.kw));
+    CUDNN_TRY(op, cudnnSetConvolution2dDescriptor(d->conv, a->pad_h, a->pad_w, a->stride_h,
+                                                  a->stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                  CUDNN_DATA_FLOAT));
+    CUDNN_TRY(op, cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH));
+    return MPX_OK;
+}
+
+/* Transform-based algorithms (FFT, Winograd): their error is not bounded element-wise by the
+ * summation bound of a direct/GEMM convolution, so they are never chosen. */
+bool transform_algo(cudnnConvolutionFwdAlgo_t a) {
+    return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+           a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool transform_algo(cudnnConvolutionBwdDataAlgo_t a) {
+    return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
+           a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
+           a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool transform_algo(cudnnConvolutionBwdFilterAlgo_t a) {
+    return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+           a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+/* 1 when a heuristic result is usable: supported, deterministic, no tensor-op math, not a
+ * transform-based algorithm. */
+template <class Perf> int usable(const Perf &p) {
+    return p.status == CUDNN_STATUS_SUCCESS && p.determinism == CUDNN_DETERMINISTIC &&
+           (p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH) &&
+           !transform_algo(p.algo);
+}
+
+/* The cached (algorithm, workspace bytes) for this pass and shape, chosen on first use. */
+mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, cudnnHandle_t h,
+                     const Descs &d, int *algo, size_t *ws) {
+    const char *op = kPass[pass];
+    Key key;
+    memset(&key, 0, sizeof key);
+    key = Key{pass, g.n, g.h, g.w, g.c, g.k, g.kh, g.kw, a->stride_h, a->stride_w, a->pad_h,
+              a->pad_w};
+    for (int i = 0; i < kTable; i++)
+        if (g_table[i].used && memcmp(&g_table[i].key, &key, sizeof key) == 0) {
+            *algo = g_table[i].algo;
+            *ws = g_table[i].ws;
+            return MPX_OK;
+        }
+    enum { kMax = 16 };
+    int got = 0, chosen = -1;
+    size_t bytes = 0;
+    if (pass == MPX_CONV_FORWARD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[kMax];
+        CUDNN_TRY(op, cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, kMax, &got,
+                                                             perf));
+        for (int i = 0; i < got && chosen < 0; i++)
+            if (usable(perf[i])) chosen = (int)perf[i].algo;
+        if (chosen >= 0)
+            CUDNN_TRY(op, cudnnGetConvolutionForwardWorkspaceSize(
+                              h, d.x, d.w, d.conv, d.y, (cudnnConvolutionFwdAlgo_t)chosen, &bytes));
+    } else if (pass == MPX_CONV_BACKWARD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
+        CUDNN_TRY(op, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, kMax,
+                                                                  &got, perf));
+        for (int i = 0; i < got && chosen < 0; i++)
+            if (usable(perf[i])) chosen = (int)perf[i].algo;
+        if (chosen >= 0)
+            CUDNN_TRY(op, cudnnGetConvolutionBackwardDataWorkspaceSize(
+                              h, d.w, d.y, d.conv, d.x, (cudnnConvolutionBwdDataAlgo_t)chosen,
+                              &bytes));
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
+        CUDNN_TRY(op, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
+                                                                    kMax, &got, perf));
+        for (int i = 0; i < got && chosen < 0; i++)
+            if (usable(perf[i])) chosen = (int)perf[i].algo;
+        if (chosen >= 0)
+            CUDNN_TRY(op, cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                              h, d.x, d.y, d.conv, d.w, (cudnnConvolutionBwdFilterAlgo_t)chosen,
+                              &bytes));
+    }
+    if (chosen < 0)
+        return mpx_fail(MPX_ERR_UNSUPPORTED,
+                        "%s: cuDNN offers no deterministic FP32 (non-tensor-op) algorithm for "
+                        "x [%d,%d,%d,%d], w [%d,%d,%d,%d], stride %dx%d, pad %dx%d",
+                        op, g.n, g.h, g.w, g.c, g.kh, g.kw, g.c, g.k, a->stride_h, a->stride_w,
+                        a->pad_h, a->pad_w);
+    Entry &e = g_table[g_next];
+    g_next = (g_next + 1) % kTable;
+    e.key = key;
+    e.used = 1;
+    e.algo = chosen;
+    e.ws = bytes;
+    *algo = chosen;
+    *ws = bytes;
+    return MPX_OK;
+}
+
+/* Scratch freed at scope exit (stream-ordered). */
+struct Scratch {
+    void *p[4] = {nullptr, nullptr, nullptr, nullptr};
+    ~Scratch() {
+        for (void *q : p)
+            mpx_cuda_scratch_free(q);
+    }
+};
+
+/* The tensor's elements as FP32: its own data when F32, else decoded into scratch slot `slot`. */
+mpx_status as_f32(const mpx_tensor *t, Scratch *s, int slot, const float **out) {
+    if (t->dtype == MPX_F32) {
+        *out = (const float *)t->data;
+        return MPX_OK;
+    }
+    const size_t n = (size_t)mpx_tensor_numel(t);
+    MPX_TRY(cuop_scratch(n * sizeof(float), &s->p[slot]));
+    MPX_TRY(mpx_decode_cuda(t->dtype, t->data, (float *)s->p[slot], n));
+    *out = (const float *)s->p[slot];
+    return MPX_OK;
+}
+
+/* w (HWIO) as KRSC FP32 in scratch slot `slot`. */
+mpx_status weights_krsc(const char *op, const mpx_tensor *w, const Geom &g, Scratch *s, int slot,
+                        const float **out) {
+    const size_t n = (size_t)mpx_tensor_numel(w);
+    MPX_TRY(cuop_scratch(n * sizeof(float), &s->p[slot]));
+    unsigned grid = 0;
+    MPX_TRY(mpx_cuda_grid(n, &grid));
+    hwio_to_krsc<<<grid, kLaunchThreads>>>(w->data, w->dtype, (float *)s->p[slot], g.kh, g.kw,
+                                           g.c, g.k, n);
+    CUOP_LAUNCHED(op, "weights reorder", w);
+    *out = (const float *)s->p[slot];
+    return MPX_OK;
+}
+
+/* Where cuDNN writes an output: the tensor itself when it is F32 and needs no bias, else FP32
+ * scratch in slot `slot` (*direct = 0). */
+mpx_status out_f32(const mpx_tensor *t, int with_bias, Scratch *s, int slot, float **out,
+                   int *direct) {
+    *direct = t->dtype == MPX_F32 && !with_bias;
+    if (*direct) {
+        *out = (float *)t->data;
+        return MPX_OK;
+    }
+    MPX_TRY(cuop_scratch((size_t)mpx_tensor_numel(t) * sizeof(float), &s->p[slot]));
+    *out = (float *)s->p[slot];
+    return MPX_OK;
+}
+
+/* t = src (+ bias), rounded once into t's dtype. */
+mpx_status finish(const char *op, const float *src, mpx_tensor *t, const mpx_tensor *b, int k) {
+    const size_t n = (size_t)mpx_tensor_numel(t);
+    unsigned grid = 0;
+    MPX_TRY(mpx_cuda_grid(n, &grid));
+    bias_store<<<grid, kLaunchThreads>>>(src, t->data, t->dtype, b ? b->data : nullptr,
+                                         b ? b->dtype : MPX_F32, k, n);
+    CUOP_LAUNCHED(op, "output", t);
+    return MPX_OK;
+}
+
+} // namespace
+
+extern "C" mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mpx_tensor *x,
+                                              const mpx_tensor *w, const mpx_tensor *b,
+                                              mpx_tensor *y) {
+    const char *op = kPass[MPX_CONV_FORWARD];
+    Geom g = {};
+    MPX_TRY(conv_check(op, a, "x", x, "w", w, "y", y, "b", b, &g));
+    std::lock_guard<std::mutex> lock(g_mutex);
+    cudnnHandle_t h = nullptr;
+    MPX_TRY(get_handle(op, &h));
+    Descs d;
+    MPX_TRY(make_descs(op, a, g, &d));
+    int algo = 0;
+    size_t ws_bytes = 0;
+    MPX_TRY(pick_algo(MPX_CONV_FORWARD, a, g, h, d, &algo, &ws_bytes));
+    void *ws = nullptr;
+    MPX_TRY(workspace(ws_bytes, &ws));
+    Scratch s;
+    const float *xf = nullptr, *wf = nullptr;
+    float *yf = nullptr;
+    int direct = 0;
+    MPX_TRY(as_f32(x, &s, 0, &xf));
+    MPX_TRY(weights_krsc(op, w, g, &s, 1, &wf));
+    MPX_TRY(out_f32(y, b != nullptr, &s, 2, &yf, &direct));
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_TRY(op, cudnnConvolutionForward(h, &one, d.x, xf, d.w, wf, d.conv,
+                                          (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes, &zero,
+                                          d.y, yf));
+    if (!direct) MPX_TRY(finish(op, yf, y, b, g.k));
+    return MPX_OK;
+}
+
+extern "C" mpx_status mpx_conv2d_backward_data_cuda(const mpx_conv2d_attr *a,
+                                                    const mpx_tensor *dy, const mpx_tensor *w,
+                                                    mpx_tensor *dx) {
+    const char *op = kPass[MPX_CONV_BACKWARD_DATA];
+    Geom g = {};
+    MPX_TRY(conv_check(op, a, "dx", dx, "w", w, "dy", dy, nullptr, nullptr, &g));
+    std::lock_guard<std::mutex> lock(g_mutex);
+    cudnnHandle_t h = nullptr;
+    MPX_TRY(get_handle(op, &h));
+    Descs d;
+    MPX_TRY(make_descs(op, a, g, &d));
+    int algo = 0;
+    size_t ws_bytes = 0;
+    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_DATA, a, g, h, d, &algo, &ws_bytes));
+    void *ws = nullptr;
+    MPX_TRY(workspace(ws_bytes, &ws));
+    Scratch s;
+    const float *dyf = nullptr, *wf = nullptr;
+    float *dxf = nullptr;
+    int direct = 0;
+    MPX_TRY(as_f32(dy, &s, 0, &dyf));
+    MPX_TRY(weights_krsc(op, w, g, &s, 1, &wf));
+    MPX_TRY(out_f32(dx, 0, &s, 2, &dxf, &direct));
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &one, d.w, wf, d.y, dyf, d.conv,
+                                               (cudnnConvolutionBwdDataAlgo_t)algo, ws, ws_bytes,
+                                               &zero, d.x, dxf));
+    if (!direct) MPX_TRY(finish(op, dxf, dx, nullptr, g.c));
+    return MPX_OK;
+}
+
+extern "C" mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a,
+                                                       const mpx_tensor *dy, const mpx_tensor *x,
+                                                       mpx_tensor *dw, mpx_tensor *db) {
+    const char *op = kPass[MPX_CONV_BACKWARD_WEIGHTS];
+    Geom g = {};
+    MPX_TRY(conv_check(op, a, "x", x, "dw", dw, "dy", dy, "db", db, &g));
+    std::lock_guard<std::mutex> lock(g_mutex);
+    cudnnHandle_t h = nullptr;
+    MPX_TRY(get_handle(op, &h));
+    Descs d;
+    MPX_TRY(make_descs(op, a, g, &d));
+    int algo = 0;
+    size_t ws_bytes = 0;
+    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_WEIGHTS, a, g, h, d, &algo, &ws_bytes));
+    void *ws = nullptr;
+    MPX_TRY(workspace(ws_bytes, &ws));
+    Scratch s;
+    const float *xf = nullptr, *dyf = nullptr;
+    MPX_TRY(as_f32(x, &s, 0, &xf));
+    MPX_TRY(as_f32(dy, &s, 1, &dyf));
+    const size_t nw = (size_t)mpx_tensor_numel(dw);
+    MPX_TRY(cuop_scratch(nw * sizeof(float), &s.p[2]));
+    float *dwf = (float *)s.p[2];
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_TRY(op, cudnnConvolutionBackwardFilter(h, &one, d.x, xf, d.y, dyf, d.conv,
+                                                 (cudnnConvolutionBwdFilterAlgo_t)algo, ws,
+                                                 ws_bytes, &zero, d.w, dwf));
+    unsigned grid = 0;
+    MPX_TRY(mpx_cuda_grid(nw, &grid));
+    krsc_to_hwio<<<grid, kLaunchThreads>>>(dwf, dw->data, dw->dtype, g.kh, g.kw, g.c, g.k, nw);
+    CUOP_LAUNCHED(op, "weight-gradient reorder", dw);
+    if (db) {
+        const int64_t m = (int64_t)g.n * g.oh * g.ow;
+        column_sum<<<(g.k + 127) / 128, 128>>>(dy->data, dy->dtype, m, g.k, db->data, db->dtype);
+        CUOP_LAUNCHED(op, "bias-gradient sum", db);
+    }
+    return MPX_OK;
+}

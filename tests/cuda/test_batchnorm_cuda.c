@@ -1,0 +1,173 @@
+/* test_batchnorm_cuda.c — the CUDA backend's batch-norm (lib/cuda/batchnorm.cu) against the CPU
+ * backend: training forward (y, saved mean and inverse std, running mean and variance updated
+ * with momentum), inference forward, and backward (dx, dgamma, dbeta), for row counts that give
+ * one chunk, a few chunks with a short last one, and the CPU's maximum of 256 chunks, odd
+ * channel counts, in F32, F16 and BF16 storage of x / y / dy / dx / gamma / beta (statistics and
+ * parameter gradients F32, and one configuration with BF16 running statistics).
+ *
+ * Tolerance: none — every comparison is exact (check_exact: the CPU's FP32 bits, rounded once
+ * into the output's storage dtype). The GPU reproduces the CPU's arithmetic: the same fixed
+ * chunks of rows (a function of M only), double sums in row order within a chunk and chunk order
+ * across chunks, the same double formulas for the statistics (IEEE division and sqrt, correctly
+ * rounded on both), and the same FP32 element-wise operations without FMA contraction (the CPU
+ * build targets baseline x86-64, which has no FMA; the kernels use _rn intrinsics).
+ * Inputs are uniform, offset from zero (x in [2, 5), so the shifted-moment formula matters).
+ * Skipped (77) without a device.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mpx/ops.h"
+#include "ops_cuda_util.h"
+
+typedef struct {
+    mpx_dtype act, param, stats, grad;
+    const char *name;
+} bn_cfg;
+
+static const bn_cfg CFGS[] = {
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32"},
+    {MPX_F16, MPX_F16, MPX_F32, MPX_F32, "f16"},
+    {MPX_BF16, MPX_BF16, MPX_F32, MPX_F32, "bf16"},
+    {MPX_F16, MPX_F32, MPX_BF16, MPX_F32, "f16, bf16 stats"},
+};
+
+typedef struct {
+    int ndim;
+    int64_t shape[4];
+} bn_shape;
+
+static const bn_shape SHAPES[] = {
+    {2, {2, 1}},        /* M = 2, C = 1 */
+    {3, {4, 5, 3}},     /* one chunk */
+    {3, {2, 40, 7}},    /* M = 80: chunks of 32, the last short */
+    {2, {300, 33}},     /* 10 chunks */
+    {4, {9, 10, 100, 5}}, /* M = 9000: 250 chunks of 36 */
+};
+
+static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
+    const int64_t c = s->shape[s->ndim - 1];
+    const int64_t cs[1] = {c};
+    const size_t n = numel_of(s->ndim, s->shape), nc = (size_t)c;
+    char shp[64], what[200];
+    mpx_shape_str(s->ndim, s->shape, shp, sizeof shp);
+    float *x = rand_in(cf->act, n, 2, 5, seed), *dy = rand_in(cf->act, n, -1, 1, seed + 1);
+    float *g = rand_in(cf->param, nc, 0.5f, 1.5f, seed + 2);
+    float *b = rand_in(cf->param, nc, -1, 1, seed + 3);
+    float *rm = rand_in(cf->stats, nc, 0, 1, seed + 4);
+    float *rv = rand_in(cf->stats, nc, 0.5f, 2, seed + 5);
+    float *y = hbuf(n), *dx = hbuf(n), *sm = hbuf(nc), *si = hbuf(nc), *dg = hbuf(nc),
+          *db = hbuf(nc);
+    float *rm_c = hbuf(nc), *rv_c = hbuf(nc);
+    memcpy(rm_c, rm, nc * sizeof *rm);
+    memcpy(rv_c, rv, nc * sizeof *rv);
+
+    mpx_tensor hx = host_t(s->ndim, s->shape, x), hdy = host_t(s->ndim, s->shape, dy);
+    mpx_tensor hy = host_t(s->ndim, s->shape, y), hdx = host_t(s->ndim, s->shape, dx);
+    mpx_tensor hg = host_t(1, cs, g), hb = host_t(1, cs, b), hrm = host_t(1, cs, rm_c),
+               hrv = host_t(1, cs, rv_c), hsm = host_t(1, cs, sm), hsi = host_t(1, cs, si),
+               hdg = host_t(1, cs, dg), hdb = host_t(1, cs, db);
+    mpx_tensor gx = dev_tensor(cf->act, s->ndim, s->shape, x);
+    mpx_tensor gdy = dev_tensor(cf->act, s->ndim, s->shape, dy);
+    mpx_tensor gy = dev_tensor(cf->act, s->ndim, s->shape, NULL);
+    mpx_tensor gdx = dev_tensor(cf->act, s->ndim, s->shape, NULL);
+    mpx_tensor gg = dev_tensor(cf->param, 1, cs, g), gb = dev_tensor(cf->param, 1, cs, b);
+    mpx_tensor grm = dev_tensor(cf->stats, 1, cs, rm), grv = dev_tensor(cf->stats, 1, cs, rv);
+    mpx_tensor gsm = dev_tensor(MPX_F32, 1, cs, NULL), gsi = dev_tensor(MPX_F32, 1, cs, NULL);
+    mpx_tensor gdg = dev_tensor(cf->grad, 1, cs, NULL), gdb = dev_tensor(cf->grad, 1, cs, NULL);
+    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1}, ev = {1e-3f, 0.1f, 0};
+
+    /* training forward */
+    CHECK_OK(mpx_batchnorm_forward_cpu(&tr, &hx, &hg, &hb, &hrm, &hrv, &hsm, &hsi, &hy));
+    CHECK_OK(mpx_batchnorm_forward_cuda(&tr, &gx, &gg, &gb, &grm, &grv, &gsm, &gsi, &gy));
+    struct {
+        const char *name;
+        mpx_tensor *t;
+        mpx_dtype dt;
+        const float *ref;
+        size_t n;
+    } outs[] = {
+        {"y", &gy, cf->act, y, n},          {"save_mean", &gsm, MPX_F32, sm, nc},
+        {"save_invstd", &gsi, MPX_F32, si, nc}, {"running_mean", &grm, cf->stats, rm_c, nc},
+        {"running_var", &grv, cf->stats, rv_c, nc},
+    };
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        float *got = dev_read(outs[i].t);
+        snprintf(what, sizeof what, "batchnorm training forward %s %s x%s", outs[i].name,
+                 cf->name, shp);
+        check_exact(what, outs[i].dt, got, outs[i].ref, outs[i].n);
+        free(got);
+    }
+
+    /* backward from the saved statistics (the CPU's and the GPU's are identical above) */
+    CHECK_OK(mpx_batchnorm_backward_cpu(&tr, &hdy, &hx, &hg, &hsm, &hsi, &hdx, &hdg, &hdb));
+    CHECK_OK(mpx_batchnorm_backward_cuda(&tr, &gdy, &gx, &gg, &gsm, &gsi, &gdx, &gdg, &gdb));
+    {
+        float *got = dev_read(&gdx);
+        snprintf(what, sizeof what, "batchnorm backward dx %s x%s", cf->name, shp);
+        check_exact(what, cf->act, got, dx, n);
+        free(got);
+        got = dev_read(&gdg);
+        snprintf(what, sizeof what, "batchnorm backward dgamma %s x%s", cf->name, shp);
+        check_exact(what, cf->grad, got, dg, nc);
+        free(got);
+        got = dev_read(&gdb);
+        snprintf(what, sizeof what, "batchnorm backward dbeta %s x%s", cf->name, shp);
+        check_exact(what, cf->grad, got, db, nc);
+        free(got);
+    }
+
+    /* inference forward from the (updated, identical) running statistics; the CPU op reads
+     * them as F32, so hand it the values the device holds */
+    {
+        float *rmd = dev_read(&grm), *rvd = dev_read(&grv);
+        mpx_tensor erm = host_t(1, cs, rmd), erv = host_t(1, cs, rvd);
+        dev_poison(&gy);
+        CHECK_OK(mpx_batchnorm_forward_cpu(&ev, &hx, &hg, &hb, &erm, &erv, NULL, NULL, &hy));
+        CHECK_OK(mpx_batchnorm_forward_cuda(&ev, &gx, &gg, &gb, &grm, &grv, NULL, NULL, &gy));
+        float *got = dev_read(&gy);
+        snprintf(what, sizeof what, "batchnorm inference forward %s x%s", cf->name, shp);
+        check_exact(what, cf->act, got, y, n);
+        free(got);
+        free(rmd);
+        free(rvd);
+    }
+    check_device_clean(what);
+    mpx_tensor *dev[] = {&gx, &gdy, &gy, &gdx, &gg, &gb, &grm, &grv, &gsm, &gsi, &gdg, &gdb};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        dev_free(dev[i]);
+    float *host[] = {x, dy, g, b, rm, rv, y, dx, sm, si, dg, db, rm_c, rv_c};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        free(host[i]);
+}
+
+static void test_errors(void) {
+    const int64_t xs[2] = {1, 3}, cs[1] = {3};
+    mpx_tensor x = dev_tensor(MPX_F32, 2, xs, NULL), y = dev_tensor(MPX_F32, 2, xs, NULL);
+    mpx_tensor v[6];
+    for (int i = 0; i < 6; i++)
+        v[i] = dev_tensor(MPX_F32, 1, cs, NULL);
+    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1}, ev = {1e-5f, 0.1f, 0};
+    CHECK(mpx_batchnorm_forward_cuda(&tr, &x, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &y) ==
+              MPX_ERR_INPUT,
+          "batchnorm forward: training with one row accepted");
+    CHECK(mpx_batchnorm_backward_cuda(&ev, &y, &x, &v[0], &v[1], &v[2], &y, &v[3], &v[4]) ==
+              MPX_ERR_UNSUPPORTED,
+          "batchnorm backward: inference mode accepted");
+    dev_free(&x);
+    dev_free(&y);
+    for (int i = 0; i < 6; i++)
+        dev_free(&v[i]);
+}
+
+int main(void) {
+    if (!ops_test_setup()) return MPX_TEST_SKIP;
+    uint64_t seed = 5000;
+    for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++)
+        for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++, seed += 10)
+            test_case(&CFGS[c], &SHAPES[s], seed);
+    test_errors();
+    check_device_clean("end");
+    return mpx_test_done(__FILE__);
+}

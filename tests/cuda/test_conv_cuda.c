@@ -1,0 +1,158 @@
+/* test_conv_cuda.c — the CUDA backend's conv2d (cuDNN, lib/cuda/conv.cu) against the CPU backend:
+ * forward (with and without bias), backward-data and backward-weights (with and without the
+ * bias gradient) on 1x1, 1x1 stride 2, 3x3 stride 1 and 2 with padding, an asymmetric 5x3
+ * kernel with different strides and pads per axis, odd channel counts and batch > 1, in F32,
+ * F16 and BF16 storage and a mixed configuration.
+ *
+ * Tolerances (ops_cuda_util.h has the comparison rule). A convolution output is a sum of K
+ * products: K = C KH KW for the forward pass, K KH KW (at most) for backward-data, N OH OW for
+ * backward-weights and the bias gradient (a sum of N OH OW values of dy). cuDNN (FP32, FMA
+ * math: no TF32, no tensor cores; FFT and Winograd excluded, see conv.cu) and oneDNN add the
+ * same products in different orders; each result is within K u sum|a b| of the exact value
+ * (u = 2^-24, the standard bound for FP32 summation), so they differ by at most 2 K u sum|a b|;
+ * the test allows (K + 2) 2^-22 sum|a b| (a factor 2 for accumulators that truncate, + 2 for
+ * the bias addition), plus one ulp of the output format for F16/BF16 (each side rounds once).
+ * sum|a b| per element is the same CPU op run on |inputs|. TF32 inputs (2^-11 relative per
+ * product) would exceed this bound on these shapes, so the test also catches a reduced-precision
+ * algorithm. Inputs are uniform in [-1, 1), rounded to their storage format.
+ * Skipped (77) without a device.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mpx/ops.h"
+#include "ops_cuda_util.h"
+
+/* Storage dtypes of one configuration: x (and dx), w, b, y (and dy), dw (and db). */
+typedef struct {
+    mpx_dtype x, w, b, y, dw;
+    const char *name;
+} conv_cfg;
+
+static const conv_cfg CFGS[] = {
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32"},
+    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16"},
+    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16"},
+    {MPX_F16, MPX_F32, MPX_BF16, MPX_BF16, MPX_BF16, "mixed"},
+};
+
+typedef struct {
+    int n, h, w, c, k, kh, kw, sh, sw, ph, pw;
+} conv_shape;
+
+static const conv_shape SHAPES[] = {
+    {2, 5, 5, 3, 4, 1, 1, 1, 1, 0, 0},     /* 1x1 */
+    {1, 7, 6, 5, 3, 1, 1, 2, 2, 0, 0},     /* 1x1 stride 2 */
+    {2, 6, 7, 3, 5, 3, 3, 1, 1, 1, 1},     /* 3x3 same */
+    {3, 9, 8, 7, 6, 3, 3, 2, 2, 1, 1},     /* 3x3 stride 2 pad 1, odd C */
+    {1, 10, 9, 4, 2, 5, 3, 1, 2, 2, 1},    /* asymmetric kernel, strides and pads */
+    {2, 8, 8, 16, 33, 3, 3, 1, 1, 1, 1},   /* wider, odd K */
+    {1, 3, 3, 1, 1, 3, 3, 1, 1, 0, 0},     /* one output */
+};
+
+static double conv_rel(int64_t k) { return (double)(k + 2) * ldexp(1.0, -22); }
+
+static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_t seed) {
+    const mpx_conv2d_attr at = {s->sh, s->sw, s->ph, s->pw};
+    const int oh = (s->h + 2 * s->ph - s->kh) / s->sh + 1, ow = (s->w + 2 * s->pw - s->kw) / s->sw + 1;
+    const int64_t xs[4] = {s->n, s->h, s->w, s->c}, ws[4] = {s->kh, s->kw, s->c, s->k};
+    const int64_t ys[4] = {s->n, oh, ow, s->k}, bs[1] = {s->k};
+    const size_t nx = numel_of(4, xs), nw = numel_of(4, ws), ny = numel_of(4, ys);
+    const size_t nb = (size_t)s->k, nmax = nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny);
+    float *x = rand_in(cf->x, nx, -1, 1, seed), *w = rand_in(cf->w, nw, -1, 1, seed + 1);
+    float *b = rand_in(cf->b, nb, -1, 1, seed + 2), *dy = rand_in(cf->y, ny, -1, 1, seed + 3);
+    float *ax = abs_copy(x, nx), *aw = abs_copy(w, nw), *ab = abs_copy(b, nb);
+    float *ady = abs_copy(dy, ny);
+    float *ref = hbuf(nmax), *mag = hbuf(nmax), *ref_db = hbuf(nb), *mag_db = hbuf(nb);
+
+    mpx_tensor hx = host_t(4, xs, x), hw = host_t(4, ws, w), hb = host_t(1, bs, b);
+    mpx_tensor hdy = host_t(4, ys, dy);
+    mpx_tensor hax = host_t(4, xs, ax), haw = host_t(4, ws, aw), hab = host_t(1, bs, ab);
+    mpx_tensor hady = host_t(4, ys, ady);
+    mpx_tensor gx = dev_tensor(cf->x, 4, xs, x), gw = dev_tensor(cf->w, 4, ws, w);
+    mpx_tensor gb = dev_tensor(cf->b, 1, bs, b), gdy = dev_tensor(cf->y, 4, ys, dy);
+    mpx_tensor gy = dev_tensor(cf->y, 4, ys, NULL), gdx = dev_tensor(cf->x, 4, xs, NULL);
+    mpx_tensor gdw = dev_tensor(cf->dw, 4, ws, NULL), gdb = dev_tensor(cf->dw, 1, bs, NULL);
+    char what[200];
+    snprintf(what, sizeof what, "x [%d,%d,%d,%d] w [%d,%d,%d,%d] stride %dx%d pad %dx%d bias %d",
+             s->n, s->h, s->w, s->c, s->kh, s->kw, s->c, s->k, s->sh, s->sw, s->ph, s->pw, bias);
+    char msg[300];
+
+    /* forward: K = C KH KW */
+    {
+        mpx_tensor hy = host_t(4, ys, ref), hm = host_t(4, ys, mag);
+        CHECK_OK(mpx_conv2d_forward_cpu(&at, &hx, &hw, bias ? &hb : NULL, &hy));
+        CHECK_OK(mpx_conv2d_forward_cpu(&at, &hax, &haw, bias ? &hab : NULL, &hm));
+        CHECK_OK(mpx_conv2d_forward_cuda(&at, &gx, &gw, bias ? &gb : NULL, &gy));
+        float *got = dev_read(&gy);
+        snprintf(msg, sizeof msg, "conv2d forward %s %s", cf->name, what);
+        check_close(msg, cf->y, got, ref, mag, ny, conv_rel((int64_t)s->c * s->kh * s->kw), 0);
+        free(got);
+    }
+    /* backward-data: K KH KW */
+    {
+        mpx_tensor hdx = host_t(4, xs, ref), hm = host_t(4, xs, mag);
+        CHECK_OK(mpx_conv2d_backward_data_cpu(&at, &hdy, &hw, &hdx));
+        CHECK_OK(mpx_conv2d_backward_data_cpu(&at, &hady, &haw, &hm));
+        CHECK_OK(mpx_conv2d_backward_data_cuda(&at, &gdy, &gw, &gdx));
+        float *got = dev_read(&gdx);
+        snprintf(msg, sizeof msg, "conv2d backward-data %s %s", cf->name, what);
+        check_close(msg, cf->x, got, ref, mag, nx, conv_rel((int64_t)s->k * s->kh * s->kw), 0);
+        free(got);
+    }
+    /* backward-weights and the bias gradient: N OH OW */
+    {
+        mpx_tensor hdw = host_t(4, ws, ref), hm = host_t(4, ws, mag);
+        mpx_tensor hdb = host_t(1, bs, ref_db), hmb = host_t(1, bs, mag_db);
+        CHECK_OK(mpx_conv2d_backward_weights_cpu(&at, &hdy, &hx, &hdw, bias ? &hdb : NULL));
+        CHECK_OK(mpx_conv2d_backward_weights_cpu(&at, &hady, &hax, &hm, bias ? &hmb : NULL));
+        CHECK_OK(mpx_conv2d_backward_weights_cuda(&at, &gdy, &gx, &gdw, bias ? &gdb : NULL));
+        const int64_t m = (int64_t)s->n * oh * ow;
+        float *got = dev_read(&gdw);
+        snprintf(msg, sizeof msg, "conv2d backward-weights %s %s", cf->name, what);
+        check_close(msg, cf->dw, got, ref, mag, nw, conv_rel(m), 0);
+        free(got);
+        if (bias) {
+            got = dev_read(&gdb);
+            snprintf(msg, sizeof msg, "conv2d bias gradient %s %s", cf->name, what);
+            check_close(msg, cf->dw, got, ref_db, mag_db, nb, conv_rel(m), 0);
+            free(got);
+        }
+    }
+    check_device_clean(what);
+    mpx_tensor *dev[] = {&gx, &gw, &gb, &gdy, &gy, &gdx, &gdw, &gdb};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        dev_free(dev[i]);
+    float *host[] = {x, w, b, dy, ax, aw, ab, ady, ref, mag, ref_db, mag_db};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        free(host[i]);
+}
+
+/* The CPU op's argument checks, on device tensors. */
+static void test_errors(void) {
+    const int64_t xs[4] = {1, 4, 4, 3}, ws[4] = {3, 3, 2, 5}, ys[4] = {1, 2, 2, 5};
+    mpx_tensor x = dev_tensor(MPX_F32, 4, xs, NULL), w = dev_tensor(MPX_F32, 4, ws, NULL);
+    mpx_tensor y = dev_tensor(MPX_F32, 4, ys, NULL);
+    const mpx_conv2d_attr at = {1, 1, 0, 0};
+    CHECK(mpx_conv2d_forward_cuda(&at, &x, &w, NULL, &y) == MPX_ERR_INPUT,
+          "conv2d forward: C mismatch accepted");
+    const mpx_conv2d_attr bad = {0, 1, 0, 0};
+    CHECK(mpx_conv2d_forward_cuda(&bad, &x, &w, NULL, &y) == MPX_ERR_INPUT,
+          "conv2d forward: stride 0 accepted");
+    dev_free(&x);
+    dev_free(&w);
+    dev_free(&y);
+}
+
+int main(void) {
+    if (!ops_test_setup()) return MPX_TEST_SKIP;
+    uint64_t seed = 1000;
+    for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++)
+        for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++)
+            for (int bias = 0; bias < 2; bias++, seed += 10)
+                test_case(&CFGS[c], &SHAPES[s], bias, seed);
+    test_errors();
+    check_device_clean("end");
+    return mpx_test_done(__FILE__);
+}

@@ -1,0 +1,155 @@
+/* test_multibox_cuda.c — the CUDA backend's MultiBox loss (lib/cuda/multibox.cu) against the CPU
+ * backend: forward (loss, probs, target with the mined negatives, loc_target) and backward
+ * (dconf, dloc), for batches with several objects per image, padding labels, an image without
+ * objects and a batch without any (N = 0), in F32, F16 and BF16 storage of conf / loc / probs /
+ * loc_target and the gradients.
+ *
+ * Tolerance: none — every comparison is exact (check_exact; target compared as integers). The
+ * forward runs the CPU op itself on the exactly decoded inputs (host-staged, see multibox.cu);
+ * the backward kernel uses the CPU's FP32 operations in the CPU's order (IEEE division, no FMA).
+ * Skipped (77) without a device.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mpx/ssd.h"
+#include "ops_cuda_util.h"
+
+typedef struct {
+    int b, p, c, g;
+    int no_objects; /* 1: image 0 has only padding; 2: every image */
+} mb_shape;
+
+static const mb_shape SHAPES[] = {
+    {2, 50, 5, 3, 0},
+    {3, 200, 21, 4, 1},
+    {2, 30, 3, 2, 2},
+};
+
+static const mpx_dtype DT[] = {MPX_F32, MPX_F16, MPX_BF16};
+
+static void test_case(mpx_dtype dt, const mb_shape *s, uint64_t seed) {
+    const int64_t cs[3] = {s->b, s->p, s->c}, ls[3] = {s->b, s->p, 4}, ps[2] = {s->p, 4};
+    const int64_t gs[3] = {s->b, s->g, 4}, labs[2] = {s->b, s->g}, ts[2] = {s->b, s->p};
+    const int64_t one[1] = {1};
+    const size_t nc = numel_of(3, cs), nl = numel_of(3, ls), np = (size_t)s->p * 4;
+    const size_t ng = numel_of(3, gs), nlab = (size_t)s->b * s->g, nt = (size_t)s->b * s->p;
+    float *conf = rand_in(dt, nc, -3, 3, seed), *loc = rand_in(dt, nl, -1.5f, 1.5f, seed + 1);
+    /* priors (cx, cy, w, h) and GT corners, F32 */
+    float *pri = hbuf(np), *gt = hbuf(ng), *u = rand_in(MPX_F32, np + ng, 0, 1, seed + 2);
+    for (int i = 0; i < s->p; i++) {
+        pri[4 * i] = 0.1f + 0.8f * u[4 * i], pri[4 * i + 1] = 0.1f + 0.8f * u[4 * i + 1];
+        pri[4 * i + 2] = 0.1f + 0.3f * u[4 * i + 2], pri[4 * i + 3] = 0.1f + 0.3f * u[4 * i + 3];
+    }
+    for (size_t i = 0; i < ng / 4; i++) {
+        const float *v = u + np + 4 * i;
+        gt[4 * i] = 0.6f * v[0], gt[4 * i + 1] = 0.6f * v[1];
+        gt[4 * i + 2] = gt[4 * i] + 0.1f + 0.3f * v[2];
+        gt[4 * i + 3] = gt[4 * i + 1] + 0.1f + 0.3f * v[3];
+    }
+    int32_t *lab = xalloc(nlab * sizeof *lab);
+    for (int b = 0; b < s->b; b++)
+        for (int g = 0; g < s->g; g++) {
+            int32_t l = 1 + (int32_t)((seed + 7 * b + 3 * g) % (uint64_t)(s->c - 1));
+            if (g == s->g - 1 && b % 2 == 1) l = -1; /* padding */
+            if (s->no_objects == 2 || (s->no_objects == 1 && b == 0)) l = -1;
+            lab[b * s->g + g] = l;
+        }
+    float *probs = hbuf(nc), *lt = hbuf(nl), *dconf = hbuf(nc), *dloc = hbuf(nl), loss = 0;
+    int32_t *tgt = xalloc(nt * sizeof *tgt);
+    const size_t wsb = mpx_multibox_workspace_bytes(s->b, s->p, s->g);
+    const int64_t wss[1] = {(int64_t)wsb};
+    void *ws_host = xalloc(wsb + 8);
+    const mpx_multibox_attr at = mpx_multibox_defaults();
+
+    mpx_tensor hc = host_t(3, cs, conf), hl = host_t(3, ls, loc), hp = host_t(2, ps, pri);
+    mpx_tensor hg = host_t(3, gs, gt), hprobs = host_t(3, cs, probs), hlt = host_t(3, ls, lt);
+    mpx_tensor hloss = host_t(1, one, &loss), hdc = host_t(3, cs, dconf), hdl = host_t(3, ls, dloc);
+    mpx_tensor hlab = view(MPX_I32, MPX_DEV_CPU, 2, labs, lab);
+    mpx_tensor htg = view(MPX_I32, MPX_DEV_CPU, 2, ts, tgt);
+    mpx_tensor hws = view(MPX_U8, MPX_DEV_CPU, 1, wss, ws_host);
+    CHECK_OK(mpx_multibox_forward_cpu(&at, &hc, &hl, &hp, &hg, &hlab, &hws, &hloss, &hprobs, &htg,
+                                      &hlt));
+    CHECK_OK(mpx_multibox_backward_cpu(&at, &hprobs, &htg, &hl, &hlt, &hdc, &hdl));
+
+    mpx_tensor gc = dev_tensor(dt, 3, cs, conf), gl = dev_tensor(dt, 3, ls, loc);
+    mpx_tensor gp = dev_tensor(MPX_F32, 2, ps, pri), gg = dev_tensor(MPX_F32, 3, gs, gt);
+    mpx_tensor glab = dev_i32(2, labs, lab);
+    mpx_tensor gprobs = dev_tensor(dt, 3, cs, NULL), glt = dev_tensor(dt, 3, ls, NULL);
+    mpx_tensor gloss = dev_tensor(MPX_F32, 1, one, NULL);
+    mpx_tensor gdc = dev_tensor(dt, 3, cs, NULL), gdl = dev_tensor(dt, 3, ls, NULL);
+    int32_t *poison = xalloc(nt * sizeof *poison);
+    memset(poison, 0x7f, nt * sizeof *poison);
+    mpx_tensor gtg = dev_i32(2, ts, poison);
+    mpx_tensor gws = view(MPX_U8, gpu->device, 1, wss, gpu->alloc(wsb + 8));
+    CHECK_OK(mpx_multibox_forward_cuda(&at, &gc, &gl, &gp, &gg, &glab, &gws, &gloss, &gprobs, &gtg,
+                                       &glt));
+    char what[160], shp[64];
+    mpx_shape_str(3, cs, shp, sizeof shp);
+    {
+        float *got = dev_read(&gloss);
+        snprintf(what, sizeof what, "multibox loss x%s", shp);
+        check_exact(what, MPX_F32, got, &loss, 1);
+        free(got);
+        got = dev_read(&gprobs);
+        snprintf(what, sizeof what, "multibox probs x%s", shp);
+        check_exact(what, dt, got, probs, nc);
+        free(got);
+        got = dev_read(&glt);
+        snprintf(what, sizeof what, "multibox loc_target x%s", shp);
+        check_exact(what, dt, got, lt, nl);
+        free(got);
+        int32_t *tg = xalloc(nt * sizeof *tg);
+        gpu->download(tg, gtg.data, nt * sizeof *tg);
+        size_t bad = 0;
+        for (size_t i = 0; i < nt; i++)
+            bad += tg[i] != tgt[i];
+        CHECK(bad == 0, "multibox target [%s] x%s: %zu of %zu differ", mpx_dtype_name(dt), shp,
+              bad, nt);
+        free(tg);
+    }
+    /* backward from the GPU's saved tensors (probs rounded into dt, as the executor would
+     * store them): the CPU reference from the same rounded values */
+    {
+        float *pr = dev_read(&gprobs), *ltr = dev_read(&glt);
+        mpx_tensor hpr = host_t(3, cs, pr), hltr = host_t(3, ls, ltr);
+        CHECK_OK(mpx_multibox_backward_cpu(&at, &hpr, &htg, &hl, &hltr, &hdc, &hdl));
+        CHECK_OK(mpx_multibox_backward_cuda(&at, &gprobs, &gtg, &gl, &glt, &gdc, &gdl));
+        float *got = dev_read(&gdc);
+        snprintf(what, sizeof what, "multibox dconf x%s", shp);
+        check_exact(what, dt, got, dconf, nc);
+        free(got);
+        got = dev_read(&gdl);
+        snprintf(what, sizeof what, "multibox dloc x%s", shp);
+        check_exact(what, dt, got, dloc, nl);
+        free(got);
+        free(pr);
+        free(ltr);
+    }
+    /* a bad target is an input error naming its position */
+    {
+        int32_t bad_t[1] = {(int32_t)s->c};
+        gpu->upload(gtg.data, bad_t, sizeof bad_t);
+        CHECK(mpx_multibox_backward_cuda(&at, &gprobs, &gtg, &gl, &glt, &gdc, &gdl) ==
+                  MPX_ERR_INPUT,
+              "multibox backward: target C accepted");
+    }
+    check_device_clean(what);
+    mpx_tensor *dev[] = {&gc, &gl, &gp, &gg, &glab, &gprobs, &glt, &gloss, &gdc, &gdl, &gtg, &gws};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        dev_free(dev[i]);
+    void *host[] = {conf, loc, pri, gt, u, lab, probs, lt, dconf, dloc, tgt, ws_host, poison};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        free(host[i]);
+}
+
+int main(void) {
+    if (!ops_test_setup()) return MPX_TEST_SKIP;
+    uint64_t seed = 9000;
+    for (size_t d = 0; d < sizeof DT / sizeof DT[0]; d++)
+        for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++, seed += 10)
+            test_case(DT[d], &SHAPES[s], seed);
+    check_device_clean("end");
+    return mpx_test_done(__FILE__);
+}
