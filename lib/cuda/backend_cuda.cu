@@ -40,9 +40,13 @@ extern "C" mpx_status mpx_backend_cuda_error(void) {
     return st;
 }
 
-static int cuda_native(mpx_dtype t) {
-    return t == MPX_F32 || t == MPX_F16 || t == MPX_BF16 || t == MPX_I32;
-}
+/* The dtypes the executor hands the operators as they are stored. Only F32 and I32 for now,
+ * although every operator here also accepts F16/BF16 tensors: the executor's gradient paths
+ * (add/reshape/concat backward, the statistics shadow, the scaled and counted gradient cast)
+ * still assume an FP32 view of 16-bit storage, so 16-bit values are decoded into FP32 device
+ * scratch and rounded back on commit, as on the CPU. Accepting F16/BF16 here is the step that
+ * makes FP16 storage fast, once the executor handles native 16-bit gradients. */
+static int cuda_native(mpx_dtype t) { return t == MPX_F32 || t == MPX_I32; }
 
 static void *cuda_alloc(size_t bytes) {
     void *p = nullptr;
