@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include "lib/cuda/check.cuh"
+#include "lib/cuda/philox.cuh"
 #include "lib/numerics/fp_bits.h"
 #include "mpx/cuda.h"
 #include "mpx/rng.h"
@@ -20,31 +21,6 @@
 namespace {
 
 constexpr int kThreads = 256;
-
-/* Philox4x32-10, word (counter & 3) of block counter >> 2: mpx_rand_u32 of lib/core/rng.c. */
-__device__ uint32_t rand_u32(uint64_t seed, uint64_t stream, uint64_t counter) {
-    uint64_t block = counter >> 2;
-    uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32);
-    uint32_t c2 = (uint32_t)stream, c3 = (uint32_t)(stream >> 32);
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-    for (int round = 0; round < 10; round++) {
-        uint32_t lo0 = 0xD2511F53u * c0, hi0 = __umulhi(0xD2511F53u, c0);
-        uint32_t lo1 = 0xCD9E8D57u * c2, hi1 = __umulhi(0xCD9E8D57u, c2);
-        uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-        c0 = n0;
-        c1 = lo1;
-        c2 = n2;
-        c3 = lo0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    switch (counter & 3) {
-    case 0: return c0;
-    case 1: return c1;
-    case 2: return c2;
-    default: return c3;
-    }
-}
 
 /* Format tags for the templates. */
 enum Fmt { kF32 = MPX_F32, kF16 = MPX_F16, kBF16 = MPX_BF16 };
@@ -102,7 +78,7 @@ template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Para
         if constexpr (DST == kF32) {
             ((float *)p.dst)[i] = x;
         } else {
-            code = SR ? stochastic<DST>(x, rand_u32(p.seed, p.stream, p.offset + i)) : rne<DST>(x);
+            code = SR ? stochastic<DST>(x, mpx_philox_u32_dev(p.seed, p.stream, p.offset + i)) : rne<DST>(x);
             ((uint16_t *)p.dst)[i] = (uint16_t)code;
         }
         if constexpr (STATS) {

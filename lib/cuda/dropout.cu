@@ -2,7 +2,7 @@
  *
  * Element i (row-major) is kept iff u_i >= t, u_i = mpx_rand_u32(seed, MPX_RNG_DROPOUT ^ stream,
  * offset + i) and t = round(p * 2^32), and kept values are multiplied by (float)(1 / (1 - p)).
- * u_i comes from a device port of Philox4x32-10 (lib/core/rng.c: word (c & 3) of block c >> 2,
+ * u_i comes from the device Philox4x32-10 of philox.cuh (lib/core/rng.c: word (c & 3) of block c >> 2,
  * the 64-bit products taken as __umulhi and a 32-bit multiply), so the mask is the CPU's bit for
  * bit; t and the scale are computed on the host with the CPU's expressions. The product is a
  * single IEEE multiply (__fmul_rn) and the result is rounded once into the output's dtype, so
@@ -14,35 +14,11 @@
 #include <math.h>
 
 #include "lib/cuda/ops.cuh"
+#include "lib/cuda/philox.cuh"
 #include "mpx/cuda.h"
 #include "mpx/rng.h"
 
 namespace {
-
-/* mpx_rand_u32 of lib/core/rng.c. */
-__device__ __forceinline__ uint32_t philox_u32(uint64_t seed, uint64_t stream, uint64_t counter) {
-    const uint64_t block = counter >> 2;
-    uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32);
-    uint32_t c2 = (uint32_t)stream, c3 = (uint32_t)(stream >> 32);
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-    for (int round = 0; round < 10; round++) {
-        const uint32_t lo0 = 0xD2511F53u * c0, hi0 = __umulhi(0xD2511F53u, c0);
-        const uint32_t lo1 = 0xCD9E8D57u * c2, hi1 = __umulhi(0xCD9E8D57u, c2);
-        const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-        c0 = n0;
-        c1 = lo1;
-        c2 = n2;
-        c3 = lo0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    switch (counter & 3) {
-    case 0: return c0;
-    case 1: return c1;
-    case 2: return c2;
-    default: return c3;
-    }
-}
 
 struct Mask {
     uint64_t seed, stream, offset, thr;
@@ -57,7 +33,7 @@ __global__ void dropout_kernel(Mask k, const void *in, mpx_dtype idt, void *out,
         const float v = cuop_ld(in, idt, i);
         float r = v;
         if (!k.identity)
-            r = (uint64_t)philox_u32(k.seed, k.stream, k.offset + (uint64_t)i) >= k.thr
+            r = (uint64_t)mpx_philox_u32_dev(k.seed, k.stream, k.offset + (uint64_t)i) >= k.thr
                     ? __fmul_rn(v, k.scale)
                     : 0.0f;
         cuop_st(out, odt, i, r);
