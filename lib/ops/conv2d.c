@@ -28,6 +28,13 @@
  *     4x4 forward 368 vs 307, 374 vs 266, 361 vs 265 and backward-weights 362 vs 278, 354 vs
  *     284, 347 vs 210 GFLOP/s; at 8x8 and larger oneDNN ties or wins (backward-weights at 32x32
  *     with 16 channels: 131 vs 233). Hence: sgemm for 1x1/1 unpadded with H*W <= 49.
+ *   - Fewer than 8 input or output channels: oneDNN on plain HWIO weights. On an AVX2 CPU
+ *     without AVX-512, oneDNN 2.6.3's kernels for the preferred (blocked) layout corrupted the
+ *     heap on 4-channel convolutions (valgrind: an 8-byte write from JIT code past a 432-byte
+ *     block, i.e. past a 3x3x3x4 weight; glibc then aborted "corrupted size vs. prev_size") and
+ *     made two identical 2-thread runs differ; with plain weights both are gone (resnet20 at
+ *     width 0.25, 8 px: four runs without a crash, identical losses run to run). Such layers
+ *     are tiny (a stem), so the slower path costs little.
  */
 #include <limits.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -106,6 +113,7 @@ static mpx_conv2d_impl conv_pick_impl(const mpx_conv2d_attr *a, const conv_geom 
     if (f == MPX_CONV_SGEMM && !conv_is_gemm_shape(a, g)) f = MPX_CONV_AUTO;
     if (f != MPX_CONV_AUTO) return f;
     if (conv_is_gemm_shape(a, g) && g->h * g->w <= 49) return MPX_CONV_SGEMM;
+    if (g->c < 8 || g->k < 8) return MPX_CONV_ONEDNN_HWIO;
     return MPX_CONV_ONEDNN_ANY;
 }
 
