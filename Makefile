@@ -45,12 +45,12 @@ check-sanitize:
 	@$(MAKE) --no-print-directory test BUILD=build-sanitize CMAKE_ARGS="-DMPX_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_ARGS)"
 
 # A 2-step ResNet-50 smoke run (with its final evaluation) under valgrind memcheck: exit 1 on any
-# error or definite leak. tests/valgrind/onednn.supp explains its one suppression (oneDNN's JIT
+# error or definite leak. tests/valgrind/third_party.supp explains its suppressions (oneDNN's JIT
 # sgemm kernels read past their own packing buffers). Slow: 40 minutes on this 2-core machine while two training runs shared it.
 check-valgrind: build
 	@command -v valgrind >/dev/null || { echo "check-valgrind: valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && OMP_NUM_THREADS=1 valgrind --error-exitcode=1 \
-	  --errors-for-leak-kinds=definite --leak-check=full --suppressions=tests/valgrind/onednn.supp \
+	  --errors-for-leak-kinds=definite --leak-check=full --suppressions=tests/valgrind/third_party.supp \
 	  $(BUILD)/mpx train experiments/configs/resnet50/smoke/fp16_adaptive.cfg train.steps=2 train.eval_every=0 \
 	  --out "$$tmp/run.h5" && echo "check-valgrind: no errors, no definite leaks"
 
