@@ -1,5 +1,5 @@
-/* cmd_bench.c — `mpx bench CONFIG [section.key=value ...] [--steps N] [--warmup N]
- * [--modes fp32,fp16,bf16] [--overheads] [--profile] [--json FILE]`. */
+/* cmd_bench.c — `mpx bench CONFIG [section.key=value ...] [--device cpu|cuda] [--steps N]
+ * [--warmup N] [--modes fp32,fp16,bf16] [--overheads] [--profile] [--json FILE]`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,17 +9,20 @@
 #include "mpx/runtime.h"
 
 static void help(void) {
-    printf("usage: mpx bench CONFIG [section.key=value ...] [--steps N] [--warmup N]\n"
-           "                 [--modes fp32,fp16,bf16] [--overheads] [--profile] [--json FILE]\n"
+    printf("usage: mpx bench CONFIG [section.key=value ...] [--device cpu|cuda] [--steps N]\n"
+           "                 [--warmup N] [--modes fp32,fp16,bf16] [--overheads] [--profile]\n"
+           "                 [--json FILE]\n"
            "\n"
            "Time the training step CONFIG describes on one fixed batch: median/min/max step time,\n"
            "samples/s, achieved GFLOP/s, memory, and every speed as a ratio to an OpenBLAS sgemm\n"
            "of the model's dominant GEMM shape measured in the same run.\n"
+           "  --device D     cpu or cuda (the same as train.device=D; default: the config's)\n"
            "  --steps N      measured rounds (default 10); --warmup N rounds first (default 2)\n"
            "  --modes LIST   precision modes to compare (default: the config's)\n"
            "  --overheads    also time statistics every step and adaptive scaling (update every\n"
            "                 step / cached) and derive their overhead at every 1 and 100 steps\n"
-           "  --profile      per-op time and GFLOP/s of the first variant\n"
+           "  --profile      per-op time and GFLOP/s of each precision mode (the backend is\n"
+           "                 synchronised around every op, so the rounds run slower)\n"
            "  --json FILE    write the results as JSON too\n");
 }
 
@@ -59,14 +62,21 @@ int cmd_bench(int argc, char **argv) {
     int n_over = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--modes") || !strcmp(a, "--json")) {
+        if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--modes") || !strcmp(a, "--json") ||
+            !strcmp(a, "--device")) {
             if (i + 1 >= argc) {
                 free(overrides);
                 return cli_usage("bench", "%s needs a value", a);
             }
             const char *v = argv[++i];
             if (!strcmp(a, "--modes")) o.modes = v;
-            else if (!strcmp(a, "--json")) json = v;
+            else if (!strcmp(a, "--device")) {
+                if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
+                    free(overrides);
+                    return cli_usage("bench", "--device '%s': expected cpu or cuda", v);
+                }
+                overrides[n_over++] = !strcmp(v, "cpu") ? "train.device=cpu" : "train.device=cuda";
+            } else if (!strcmp(a, "--json")) json = v;
             else {
                 char *end;
                 long n = strtol(v, &end, 10);

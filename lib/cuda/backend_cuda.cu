@@ -73,6 +73,7 @@ static void cuda_upload(void *dst, const void *host, size_t bytes) {
 static void cuda_download(void *host, const void *src, size_t bytes) {
     REMEMBER(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
 }
+static void cuda_sync(void) { REMEMBER(cudaDeviceSynchronize()); }
 static void cuda_cast(const mpx_cast_spec *spec, const float *src, void *dst, size_t n) {
     failed(mpx_cast_cuda(spec, src, dst, n));
 }
@@ -141,6 +142,7 @@ static mpx_backend make_backend(void) {
     b.copy = cuda_copy;
     b.upload = cuda_upload;
     b.download = cuda_download;
+    b.sync = cuda_sync;
     b.cast = cuda_cast;
     b.decode = cuda_decode;
     b.moments = cuda_moments;

@@ -9,6 +9,9 @@
 
 #include "mpx/backend.h"
 
+/* The CPU backend runs synchronously: nothing to wait for. */
+static void cpu_sync(void) {}
+
 static int cpu_native(mpx_dtype t) { return t == MPX_F32 || t == MPX_I32; }
 
 static void *cpu_alloc(size_t bytes) {
@@ -115,6 +118,7 @@ static const mpx_backend g_cpu = {
     .copy = cpu_copy,
     .upload = cpu_copy,
     .download = cpu_copy,
+    .sync = cpu_sync,
     .cast = mpx_cast,
     .decode = mpx_decode,
     .moments = mpx_moments_f32,

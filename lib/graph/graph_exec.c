@@ -262,16 +262,22 @@ mpx_status commit_param_grad(mpx_graph *g, gnode *n, int param, const mpx_tensor
 
 /* ---- forward ---- */
 
+/* The clock for per-node profiles, read once the backend's queued work is done. */
+static double profile_clock(mpx_graph *g) {
+    g->be->sync();
+    return mpx_now();
+}
+
 mpx_status mpx_graph_forward(mpx_graph *g, int training) {
     if (!g->compiled) return mpx_fail(MPX_ERR_INTERNAL, "graph not compiled");
     for (int i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];
         if (n->op == OP_INPUT) continue;
         scratch_reset(g);
-        double t0 = g->profile ? mpx_now() : 0;
+        double t0 = g->profile ? profile_clock(g) : 0;
         mpx_status st = node_forward(g, n, training);
         if (g->profile) {
-            n->prof_fwd += mpx_now() - t0;
+            n->prof_fwd += profile_clock(g) - t0;
             n->prof_calls++;
         }
         if (st != MPX_OK) return mpx_fail_context(st, "forward of %s '%s'", op_name(n->op), n->name);
@@ -289,8 +295,8 @@ float mpx_graph_loss(const mpx_graph *g) { return g->loss_value; }
  * adaptive scaling, REFERENCE.md §3 step 10) and cast the sum into its gradient storage. */
 static mpx_status merge_branches(mpx_graph *g, int tensor) {
     gtensor *t = &g->tensors[tensor];
-    int idx[8], k = 0;
-    double S[8], absmax[8], factor[8];
+    int idx[MAX_CONSUMERS], k = 0;
+    double S[MAX_CONSUMERS], absmax[MAX_CONSUMERS], factor[MAX_CONSUMERS];
     for (int c = 0; c < t->n_consumers; c++)
         if (t->branch_ready & (1u << c)) {
             idx[k] = c;
@@ -473,9 +479,9 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
     for (int i = g->n_nodes - 1; i >= 0 && st == MPX_OK; i--) {
         gnode *n = &g->nodes[i];
         if (n->op == OP_INPUT) continue;
-        double t0 = g->profile ? mpx_now() : 0;
+        double t0 = g->profile ? profile_clock(g) : 0;
         st = backward_node(g, n);
-        if (g->profile) n->prof_bwd += mpx_now() - t0;
+        if (g->profile) n->prof_bwd += profile_clock(g) - t0;
         if (st != MPX_OK) st = mpx_fail_context(st, "backward of %s '%s'", op_name(n->op), n->name);
     }
     if (st == MPX_OK && o->stats)

@@ -240,10 +240,11 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
             res->als_every1 = (tu - tb) / tb;
             res->als_every100 = ((99 * tc + tu) / 100 - tb) / tb;
         }
-        if (o->profile && out) {
-            fprintf(out, "per-op profile of %s (%d steps):\n", v[0].name, o->steps);
-            mpx_graph_profile_print(v[0].g, out, 8);
-        }
+        if (o->profile && out)
+            for (int i = 0; i < (base >= 0 ? base : nv); i++) {
+                fprintf(out, "per-op profile of %s (%d steps):\n", v[i].name, o->steps);
+                mpx_graph_profile_print(v[i].g, out, 8);
+            }
     }
     for (int i = 0; i < nv; i++) teardown(&v[i]);
     run_task_close(&task);

@@ -44,6 +44,8 @@ typedef struct mpx_backend {
     void (*copy)(void *dst, const void *src, size_t bytes);          /* same device */
     void (*upload)(void *dst, const void *host, size_t bytes);
     void (*download)(void *host, const void *src, size_t bytes);
+    /* waits until all queued work is done (profiling: a node's time must be its own) */
+    void (*sync)(void);
 
     /* numerics */
     void (*cast)(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);
