@@ -53,6 +53,7 @@ static const char *nm(builder *b, const char *prefix, const char *suffix) {
 /* A BERT linear: weight ~ N(0, init_std), bias 0. */
 static int dense(builder *b, const char *prefix, const char *name, int x, int out) {
     int y = mpx_g_linear(b->g, nm(b, prefix, name), x, out, 1);
+    if (y < 0) return y; /* the graph keeps the error; its parameters do not exist */
     char p[MPX_NAME_MAX + 16];
     snprintf(p, sizeof p, "%s%s.weight", prefix, name);
     mpx_g_set_init(b->g, p, (mpx_init){MPX_INIT_NORMAL, b->c->init_std});

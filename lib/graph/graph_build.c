@@ -103,10 +103,10 @@ static gnode *add_node(mpx_graph *g, op_kind op, const char *name, const int *in
     for (int i = 0; i < n_in; i++) {
         n->in[i] = in[i];
         gtensor *src = &g->tensors[in[i]];
-        if (src->n_consumers >= 8) {
+        if (src->n_consumers >= MAX_CONSUMERS) {
             graph_fail(g, mpx_fail(MPX_ERR_UNSUPPORTED,
-                                   "node '%s': tensor '%s' has more than 8 consumers", name,
-                                   src->name));
+                                   "node '%s': tensor '%s' has more than %d consumers", name,
+                                   src->name, (int)MAX_CONSUMERS));
             return NULL;
         }
         src->consumers[src->n_consumers++] = g->n_nodes;

@@ -5,6 +5,10 @@
 #include "mpx/backend.h"
 #include "mpx/graph.h"
 
+/* Consumers one tensor may have: BERT-large's attention mask feeds its 24 layers; the branch
+ * bookkeeping keeps one bit per consumer in a uint32_t. */
+enum { MAX_CONSUMERS = 32 };
+
 enum { MAX_IN = 8, MAX_PARAMS = 4, MAX_AUX = 6 };
 
 typedef enum {
@@ -42,17 +46,17 @@ typedef struct {
     mpx_dtype grad_dtype;    /* storage of the gradient (compile) */
     int producer;            /* node index */
     int n_consumers;
-    int consumers[8];        /* node indices (a consumer appears once per input slot) */
+    int consumers[MAX_CONSUMERS]; /* node indices (a consumer appears once per input slot) */
     int requires_grad;
     void *value;
     void *grad;              /* NULL when !requires_grad */
-    float *branch[8];        /* FP32 contributions when n_consumers > 1 */
-    double branch_scale[8];  /* S carried by branch c once its pending factor is applied */
-    float branch_pending[8]; /* a layer's factor s not yet multiplied into branch c: the merge
+    float *branch[MAX_CONSUMERS];        /* FP32 contributions when n_consumers > 1 */
+    double branch_scale[MAX_CONSUMERS];  /* S carried by branch c once its pending factor is applied */
+    float branch_pending[MAX_CONSUMERS]; /* a layer's factor s not yet multiplied into branch c: the merge
                               * applies it inside its accumulation instead of a separate pass */
     double grad_scale;       /* S carried by the gradient in `grad` */
     int grad_ready;          /* this backward pass wrote `grad` */
-    unsigned branch_ready;   /* bit c: consumer c wrote branch[c] */
+    uint32_t branch_ready;   /* bit c: consumer c wrote branch[c] */
     int observer[4];         /* observed layers whose act stats describe this gradient */
     int shadow_counted;      /* its observers are counted from the FP32 shadow (see below) */
     int needs_shadow;        /* on statistics steps keep the FP32 pre-rounding gradient */

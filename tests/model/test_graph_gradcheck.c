@@ -11,8 +11,12 @@
  * interval straddles a ReLU or max-pool kink would break any tolerance; they are detected (the
  * differences at h and h/4 disagree) and skipped, and the test requires that almost all
  * sampled elements were checked.
+ * A second graph fans one tensor out to 24 consumers (BERT-base's attention mask feeds 12
+ * layers, BERT-large's 24): the merged gradient against finite differences, and the 33rd
+ * consumer refused with a message.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,7 +51,74 @@ static float loss_at(mpx_graph *g) {
     return mpx_graph_loss(g);
 }
 
+/* image [B, 6] -> stem linear [B, 6] -> FANOUT relus (stem's output has FANOUT consumers), each
+ * scaled differently by its own linear, summed by a chain of adds -> linear [B, K] -> loss. */
+enum { FANOUT = 24 };
+static void fanout_gradcheck(void) {
+    mpx_graph *g = mpx_graph_new();
+    int64_t xs[2] = {B, 6}, ls[1] = {B};
+    int image = mpx_g_input(g, "image", MPX_INPUT_DATA, 2, xs);
+    int labels = mpx_g_input(g, "labels", MPX_INPUT_LABELS, 1, ls);
+    int stem = mpx_g_linear(g, "stem", image, 6, 1);
+    int sum = -1;
+    for (int i = 0; i < FANOUT; i++) {
+        char name[32], relu[40];
+        snprintf(name, sizeof name, "branch%d", i);
+        snprintf(relu, sizeof relu, "branch%d.relu", i);
+        int b = mpx_g_linear(g, name, mpx_g_relu(g, relu, stem), 6, 0);
+        snprintf(name, sizeof name, "sum%d", i);
+        sum = sum < 0 ? b : mpx_g_add(g, name, sum, b);
+    }
+    mpx_g_softmax_ce(g, "loss", mpx_g_linear(g, "fc", sum, K, 1), labels);
+    REQUIRE_VOID(mpx_graph_status(g) == MPX_OK, "fan-out build: %s", mpx_error_message());
+    mpx_precision p;
+    mpx_precision_init(&p, "fp32", "rne", 0);
+    REQUIRE_VOID(mpx_graph_compile(g, &p, MPX_DEV_CPU, 11) == MPX_OK, "compile: %s", mpx_error_message());
+    float x[B * 6];
+    int32_t y[B] = {1, 0, 4, 2};
+    mpx_test_normal(x, B * 6, 0, 1, 5);
+    CHECK_OK(mpx_graph_set_input(g, image, x, MPX_F32, B * 6));
+    CHECK_OK(mpx_graph_set_input(g, labels, y, MPX_I32, B));
+    CHECK_OK(mpx_graph_forward(g, 1));
+    mpx_backward_opts bo = {NULL, 1.0, 0, NULL};
+    int64_t nonfinite = -1;
+    CHECK_OK(mpx_graph_backward(g, &bo, &nonfinite));
+    mpx_param *w = mpx_graph_param(g, 0); /* stem.weight: its gradient sums all 24 branches */
+    REQUIRE_VOID(strcmp(w->name, "stem.weight") == 0, "first parameter is %s", w->name);
+    float grad[36];
+    memcpy(grad, w->grad, sizeof grad);
+    int checked = 0;
+    for (int k = 0; k < 36; k++) {
+        const float h = 2.5e-3f, w0 = w->master[k];
+        w->master[k] = w0 + h;
+        float lp = loss_at(g);
+        w->master[k] = w0 - h;
+        float lm = loss_at(g);
+        w->master[k] = w0;
+        double fd = ((double)lp - lm) / (2.0 * h);
+        checked++;
+        CHECK(fabs(fd - grad[k]) <= 2e-3 + 3e-2 * fabs(grad[k]),
+              "fan-out: stem.weight[%d]: backward %.6g, finite differences %.6g", k, grad[k], fd);
+    }
+    printf("fan-out to %d consumers: %d gradient elements checked\n", FANOUT, checked);
+    mpx_graph_free(g);
+
+    /* One consumer too many: refused, naming the tensor. */
+    g = mpx_graph_new();
+    int in = mpx_g_input(g, "image", MPX_INPUT_DATA, 2, xs);
+    for (int i = 0; i < 33; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "r%d", i);
+        mpx_g_relu(g, name, in);
+    }
+    CHECK(mpx_graph_status(g) != MPX_OK && strstr(mpx_error_message(), "more than 32 consumers") &&
+              strstr(mpx_error_message(), "'image'"),
+          "33 consumers: status %d, message '%s'", mpx_graph_status(g), mpx_error_message());
+    mpx_graph_free(g);
+}
+
 int main(void) {
+    fanout_gradcheck();
     int image, labels;
     mpx_graph *g = build(&image, &labels);
     REQUIRE(mpx_graph_status(g) == MPX_OK, "build: %s", mpx_error_message());
