@@ -186,6 +186,24 @@ mpx_status workspace(size_t bytes, void **out) {
     return MPX_OK;
 }
 
+} // namespace
+
+mpx_status cuop_conv_release(void) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    cudnnStatus_t hs = g_handle ? cudnnDestroy(g_handle) : CUDNN_STATUS_SUCCESS;
+    g_handle = nullptr;
+    memset(g_table, 0, sizeof g_table);
+    g_next = 0;
+    cudaError_t ws = g_ws ? cudaFree(g_ws) : cudaSuccess;
+    g_ws = nullptr;
+    g_ws_cap = 0;
+    if (hs != CUDNN_STATUS_SUCCESS) return cudnn_fail("mpx_cuda_release", "cudnnDestroy", hs);
+    MPX_CUDA_TRY(ws);
+    return MPX_OK;
+}
+
+namespace {
+
 /* The descriptors of one call; destroyed by the destructor. */
 struct Descs {
     cudnnTensorDescriptor_t x = nullptr, y = nullptr;

@@ -45,6 +45,10 @@ mpx_status cuop_expect_same_shape(const char *op, const char *name_a, const mpx_
 mpx_status cuop_launch_fail(const char *op, const char *what, const mpx_tensor *t, cudaError_t err);
 /* Device scratch, NOT zeroed (stream-ordered where supported); free with mpx_cuda_scratch_free. */
 mpx_status cuop_scratch(size_t bytes, void **p);
+/* Free what conv.cu (the cuDNN handle, its algorithm table and workspace) and gemm.cu (the
+ * cuBLAS handle) keep for the process; made again on next use. Parts of mpx_cuda_release. */
+mpx_status cuop_conv_release(void);
+mpx_status cuop_gemm_release(void);
 
 /* Check launches and report, naming the op and the tensor the launch covers. */
 #define CUOP_LAUNCHED(op, what, t)                                                                 \

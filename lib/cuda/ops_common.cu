@@ -1,11 +1,12 @@
 /* ops_common.cu — the host side of ops.cuh: argument checks for the CUDA operators (the CPU ops'
  * messages, lib/ops/ops_check.c, for device tensors and the backend's storage dtypes), launch
- * failures, scratch, and the device-side index checks' read-back. */
+ * failures, scratch, the device-side index checks' read-back, and mpx_cuda_release. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "lib/cuda/ops.cuh"
+#include "mpx/cuda.h"
 #include "lib/numerics/fp_bits.h"
 
 static mpx_status expect_common(const char *op, const char *name, const mpx_tensor *t, int ndim) {
@@ -129,4 +130,10 @@ double cuop_read_value(const void *data, mpx_dtype dt, size_t index) {
     case MPX_BF16: memcpy(&u16, raw, sizeof u16); return mpx_fp_decode(MPX_FP_BF16, u16);
     default: memcpy(&u32, raw, sizeof u32); return (double)mpx_fp_float(u32);
     }
+}
+
+extern "C" mpx_status mpx_cuda_release(void) {
+    MPX_CUDA_TRY(cudaDeviceSynchronize());
+    mpx_status conv = cuop_conv_release(), gemm = cuop_gemm_release();
+    return conv != MPX_OK ? conv : gemm;
 }

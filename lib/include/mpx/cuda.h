@@ -31,6 +31,10 @@ const struct mpx_backend *mpx_backend_cuda(void);
  * returns the first such failure on this thread since the last call (MPX_OK when none) and
  * forgets it. */
 mpx_status mpx_backend_cuda_error(void);
+/* Frees what the backend keeps for the life of the process: the cuBLAS and cuDNN handles and
+ * cuDNN's algorithm table and workspace (the next operator call makes them again). Waits for
+ * the device. For leak checkers (compute-sanitizer --leak-check full) and long-lived hosts. */
+mpx_status mpx_cuda_release(void);
 /* "NVIDIA H100 80GB HBM3"; "" for an invalid index. The buffer is per thread and is reused by
  * the next call on the same thread. */
 const char *mpx_cuda_device_name(int device);
