@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""resnet50_torch.py — the PyTorch CPU peer of mpx's ResNet-50 training step.
+"""resnet50_torch.py — the PyTorch peer of mpx's ResNet-50 training step (CPU or CUDA).
 
 The network of experiments/configs/resnet50/<scale>/fp32.cfg built the same way as
 models/resnet.c: ResNet-50 v1.5 (bottlenecks [3,4,6,3], stride on the 3x3, convs without bias,
 BN + ReLU), a width multiplier, the CIFAR stem (3x3/1, no max-pool) or the ImageNet one. One
 training step = forward, cross-entropy, backward, SGD with momentum and weight decay, on one
-fixed batch in channels-last layout, FP32, like `mpx bench`. Prints one JSON line.
+fixed batch in channels-last layout, like `mpx bench`. Prints one JSON line.
+--precision: fp32 (TF32 off, as mpx's fp32), tf32, amp-fp16 (autocast + GradScaler, the
+DeepLearningExamples recipe) or amp-bf16; anything but fp32 needs --device cuda. On CUDA the
+step is timed between synchronisations, with cuDNN's autotuner on (PyTorch's usual setting).
 
   python3 resnet50_torch.py --batch 64 --res 32 --width 0.25 --stem cifar --threads 2 --steps 10
+  python3 resnet50_torch.py --device cuda --batch 256 --res 224 --width 1 --stem imagenet \
+      --classes 1000 --precision amp-fp16
 
 Optional: needs `pip install torch` (CPU is enough); compare.sh runs it beside mpx.
 """
@@ -69,28 +74,46 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "tf32", "amp-fp16", "amp-bf16"], default="fp32")
     a = ap.parse_args()
+    if a.device == "cpu" and a.precision != "fp32":
+        ap.error("--precision %s needs --device cuda" % a.precision)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = resnet50(a.width, a.stem, a.classes).to(memory_format=torch.channels_last)
+    dev = torch.device(a.device)
+    if a.device == "cuda":
+        tf32 = a.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = True
+    amp = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(a.precision)
+    model = resnet50(a.width, a.stem, a.classes).to(dev, memory_format=torch.channels_last)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
-    x = torch.randn(a.batch, 3, a.res, a.res).to(memory_format=torch.channels_last)
-    y = torch.randint(0, a.classes, (a.batch,))
+    scaler = torch.amp.GradScaler(a.device, enabled=amp is torch.float16)
+    x = torch.randn(a.batch, 3, a.res, a.res, device=dev).to(memory_format=torch.channels_last)
+    y = torch.randint(0, a.classes, (a.batch,), device=dev)
     loss_fn = nn.CrossEntropyLoss()
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     times = []
     for i in range(a.warmup + a.steps):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        with torch.autocast(a.device, dtype=amp or torch.float32, enabled=amp is not None):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        sync()
         if i >= a.warmup:
             times.append(time.perf_counter() - t0)
     med = statistics.median(times)
-    print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "threads": a.threads,
-                      "batch": a.batch, "res": a.res, "width": a.width, "params": params,
-                      "median_s": med, "min_s": min(times), "samples_per_s": a.batch / med}))
+    print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "device": a.device,
+                      "precision": a.precision, "threads": a.threads, "batch": a.batch,
+                      "res": a.res, "width": a.width, "params": params, "median_s": med,
+                      "min_s": min(times), "samples_per_s": a.batch / med}))
 
 
 if __name__ == "__main__":
