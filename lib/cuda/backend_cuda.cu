@@ -102,6 +102,15 @@ static float cuda_absmax(const float *x, size_t n) {
 static void cuda_accumulate(float *acc, const float *x, size_t n, float scale) {
     failed(mpx_accumulate_cuda(acc, x, n, scale));
 }
+/* Composed from the absmax and accumulate entries (three passes where the CPU makes one): each
+ * is checked against the CPU, and a fused kernel is not worth its own check until the merges
+ * show in a GPU profile. */
+static void cuda_accumulate_absmax(float *acc, const float *x, size_t n, float scale,
+                                   float *acc_absmax, float *x_absmax) {
+    if (acc_absmax && failed(mpx_absmax_cuda(acc, n, acc_absmax))) *acc_absmax = NAN;
+    if (x_absmax && failed(mpx_absmax_cuda(x, n, x_absmax))) *x_absmax = NAN;
+    failed(mpx_accumulate_cuda(acc, x, n, scale));
+}
 static int64_t cuda_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n,
                                        double inv_scale, int round_to_storage, float *acc) {
     int64_t bad = 0;
@@ -149,6 +158,7 @@ static mpx_backend make_backend(void) {
     b.abs_quantile = cuda_abs_quantile;
     b.absmax = cuda_absmax;
     b.accumulate = cuda_accumulate;
+    b.accumulate_absmax = cuda_accumulate_absmax;
     b.unscale_accumulate = cuda_unscale_accumulate;
     b.sumsq = cuda_sumsq;
     b.sgd_update = cuda_sgd_update;

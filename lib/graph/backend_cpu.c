@@ -4,6 +4,7 @@
  * (decode to FP32 scratch, round on write), so `native` accepts F32 alone.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,35 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, sr
 static void cpu_accumulate(float *acc, const float *x, size_t n, float scale) {
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = 0; i < n; i++) acc[i] += scale * x[i];
+}
+
+/* |x| as an order-preserving integer: the sign cleared, NaN and Inf above every finite value
+ * (mpx_absmax_f32's trick, so the maximum needs no NaN case and vectorises). */
+static inline uint32_t abs_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u & 0x7fffffffu;
+}
+
+static float abs_bits_value(uint32_t m) {
+    if (m >= 0x7f800000u) return INFINITY;
+    float f;
+    memcpy(&f, &m, sizeof f);
+    return f;
+}
+
+static void cpu_accumulate_absmax(float *acc, const float *x, size_t n, float scale,
+                                  float *acc_absmax, float *x_absmax) {
+    uint32_t ma = 0, mx = 0;
+#pragma omp parallel for schedule(static) reduction(max : ma, mx) if (n > 65536)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = abs_bits(acc[i]), b = abs_bits(x[i]);
+        ma = a > ma ? a : ma;
+        mx = b > mx ? b : mx;
+        acc[i] += scale * x[i];
+    }
+    if (acc_absmax) *acc_absmax = abs_bits_value(ma);
+    if (x_absmax) *x_absmax = abs_bits_value(mx);
 }
 
 static int64_t cpu_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
@@ -125,6 +155,7 @@ static const mpx_backend g_cpu = {
     .abs_quantile = mpx_abs_quantile_ceil_pow2,
     .absmax = mpx_absmax_f32,
     .accumulate = cpu_accumulate,
+    .accumulate_absmax = cpu_accumulate_absmax,
     .unscale_accumulate = cpu_unscale_accumulate,
     .sumsq = cpu_sumsq,
     .sgd_update = cpu_sgd_update,

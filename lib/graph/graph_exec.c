@@ -292,48 +292,49 @@ float mpx_graph_loss(const mpx_graph *g) { return g->loss_value; }
 /* ---- backward ---- */
 
 /* Sum a fan-out tensor's FP32 branch contributions (rescaled to one target scale under
- * adaptive scaling, REFERENCE.md §3 step 10) and cast the sum into its gradient storage. */
+ * adaptive scaling, REFERENCE.md §3 step 10) and cast the sum into its gradient storage.
+ * Every factor is a power of two, so scaling commutes with FP32 rounding: the branches are
+ * summed at an interim scale T0 (branch 0's, so it needs no pass of its own) while the same
+ * pass measures the magnitudes that choose the target, and target / T0 rides on the cast into
+ * storage. Under adaptive scaling a merge thus costs its accumulation and nothing more. */
 static mpx_status merge_branches(mpx_graph *g, int tensor) {
     gtensor *t = &g->tensors[tensor];
     int idx[MAX_CONSUMERS], k = 0;
-    double S[MAX_CONSUMERS], absmax[MAX_CONSUMERS], factor[MAX_CONSUMERS];
+    double S[MAX_CONSUMERS], absmax[MAX_CONSUMERS];
     for (int c = 0; c < t->n_consumers; c++)
         if (t->branch_ready & (1u << c)) {
             idx[k] = c;
             S[k] = t->branch_scale[c];
-            absmax[k] = 0;
             k++;
         }
     if (k == 0) return MPX_OK;
-    double target = S[0];
-    if (g->layerwise) {
-        for (int i = 0; i < k; i++)
-            absmax[i] = (double)g->be->absmax(t->branch[idx[i]], (size_t)t->numel) *
-                        t->branch_pending[idx[i]];
-        target = mpx_als_merge_target(g->bw->scaling, k, S, absmax);
-    } else {
+    if (!g->layerwise)
         for (int i = 1; i < k; i++)
-            if (S[i] != S[0])
+            if (S[i] != S[0] || t->branch_pending[idx[i]] != 1.0f)
                 return mpx_fail(MPX_ERR_INTERNAL, "branches of '%s' carry scales %g and %g",
                                 t->name, S[0], S[i]);
+    /* Branch i enters the sum times T0 / S_i and its pending factor (absmax: of the stored
+     * values, times the pending factor, so that absmax / S_i is unscaled as the target wants). */
+    const size_t n = (size_t)t->numel;
+    const double p0 = t->branch_pending[idx[0]], T0 = S[0] / p0;
+    float *acc = t->branch[idx[0]];
+    for (int i = 1; i < k; i++) {
+        const double pi = t->branch_pending[idx[i]];
+        float a0 = 0, ai = 0;
+        if (g->layerwise)
+            g->be->accumulate_absmax(acc, t->branch[idx[i]], n, (float)(T0 / S[i] * pi),
+                                     i == 1 ? &a0 : NULL, &ai);
+        else
+            g->be->accumulate(acc, t->branch[idx[i]], n, 1.0f);
+        if (i == 1) absmax[0] = (double)a0 * p0;
+        absmax[i] = (double)ai * pi;
     }
-    /* Each branch is multiplied by its pending factor and target / S_i (powers of two, so
-     * exact) inside the accumulation. The sum starts from a branch that needs no factor
-     * (usually one does), so that no branch costs a pass of its own. */
-    int base = 0;
-    for (int i = k - 1; i >= 0; i--) {
-        factor[i] = target / S[i] * t->branch_pending[idx[i]];
-        if (factor[i] == 1.0) base = i;
+    double target = S[0];
+    if (g->layerwise) {
+        if (k == 1) absmax[0] = (double)g->be->absmax(acc, n) * p0;
+        target = mpx_als_merge_target(g->bw->scaling, k, S, absmax);
     }
-    float *acc = t->branch[idx[base]];
-    if (factor[base] != 1.0) {
-        mpx_cast_spec s = mpx_cast_plain(MPX_F32);
-        s.scale = (float)factor[base];
-        g->be->cast(&s, acc, acc, (size_t)t->numel);
-    }
-    for (int i = 0; i < k; i++)
-        if (i != base) g->be->accumulate(acc, t->branch[idx[i]], (size_t)t->numel, (float)factor[i]);
-    cast_grad(g, tensor, acc, 1.0, NULL);
+    cast_grad(g, tensor, acc, target / T0, NULL);
     t->grad_scale = target;
     t->grad_ready = 1;
     return MPX_OK;

@@ -219,8 +219,15 @@ static void test_accumulate(void) {
         fill(acc, n, 37 + (uint64_t)s, s == 3 ? 0 : 30, -30.0, 10.0);
         float *dx = to_dev(x, n * sizeof *x), *dacc = to_dev(acc, n * sizeof *x);
         REQUIRE_VOID(dx && dacc, "cudaMalloc failed");
+        /* accumulate, then accumulate_absmax on the result (the magnitudes are of the inputs
+         * before each sum) */
         cpu->accumulate(acc, x, n, scales[s]);
         gpu->accumulate(dacc, dx, n, scales[s]);
+        float ca = -1, cx = -1, ga = -2, gx = -2;
+        cpu->accumulate_absmax(acc, x, n, scales[s], &ca, &cx);
+        gpu->accumulate_absmax(dacc, dx, n, scales[s], &ga, &gx);
+        CHECK(same(ca, ga) && same(cx, gx), "accumulate_absmax scale %g: cpu %g %g gpu %g %g",
+              (double)scales[s], (double)ca, (double)cx, (double)ga, (double)gx);
         CUDA_OK_VOID(cudaMemcpy(got, dacc, n * sizeof *x, cudaMemcpyDeviceToHost));
         size_t i = first_diff(acc, got, n, 0);
         CHECK(i == n, "accumulate scale %g: element %zu: cpu %08x gpu %08x", (double)scales[s], i,

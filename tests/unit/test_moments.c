@@ -1,4 +1,5 @@
-/* test_moments.c — mpx_moments_f32, mpx_absmax_f32 and mpx_abs_quantile_ceil_pow2.
+/* test_moments.c — mpx_moments_f32, mpx_absmax_f32, mpx_abs_quantile_ceil_pow2, and the CPU
+ * backend's accumulate_absmax (a branch merge's sum and magnitudes in one pass).
  *
  * Moments against a long-double two-pass loop, bit-identical with 1 and 2 threads; extremes and
  * the finite flag exactly; the quantile against sorting (then rounding up to a power of two).
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "fp_ref.h"
+#include "mpx/backend.h"
 #include "mpx/numerics.h"
 #include "mpx/rng.h"
 #include "testutil.h"
@@ -174,8 +176,38 @@ static void test_absmax(void) {
     free(x);
 }
 
+/* The fused entry equals absmax of both inputs (before the sum) and accumulate's bits. */
+static void test_accumulate_absmax(void) {
+    const mpx_backend *be = mpx_backend_cpu();
+    const size_t n = 200003; /* above the threading threshold */
+    float *x = malloc(n * sizeof *x), *acc = malloc(n * sizeof *acc), *ref = malloc(n * sizeof *ref);
+    NEED(x && acc && ref);
+    const float scales[] = {1.0f, 0x1p-7f, 1024.0f};
+    for (int k = 0; k < 3; k++) {
+        mpx_test_normal(x, n, 0, 3.0f, 40 + (uint64_t)k);
+        mpx_test_normal(acc, n, 0, 1e-2f, 50 + (uint64_t)k);
+        if (k == 2) x[n / 2] = NAN, acc[7] = -INFINITY;
+        float want_a = mpx_absmax_f32(acc, n), want_x = mpx_absmax_f32(x, n);
+        memcpy(ref, acc, n * sizeof *ref);
+        be->accumulate(ref, x, n, scales[k]);
+        float got_a = -1, got_x = -1;
+        be->accumulate_absmax(acc, x, n, scales[k], &got_a, &got_x);
+        CHECK(got_a == want_a && got_x == want_x, "scale %g: absmax %g %g, want %g %g",
+              (double)scales[k], (double)got_a, (double)got_x, (double)want_a, (double)want_x);
+        CHECK(memcmp(acc, ref, n * sizeof *acc) == 0, "scale %g: sum differs from accumulate",
+              (double)scales[k]);
+    }
+    float one = 2.0f, y = -3.0f, gx = 0;
+    be->accumulate_absmax(&one, &y, 1, 0.5f, NULL, &gx);
+    CHECK(one == 0.5f && gx == 3.0f, "NULL acc_absmax: sum %g, x absmax %g", (double)one, (double)gx);
+    free(x);
+    free(acc);
+    free(ref);
+}
+
 int main(void) {
     test_absmax();
+    test_accumulate_absmax();
     test_moments_values(10, 1.0f, 2.0f, 1);
     test_moments_values(4097, -3.0f, 0.5f, 2);
     test_moments_values(1000003, 0.1f, 1.0f, 3);

@@ -56,6 +56,11 @@ typedef struct mpx_backend {
     /* acc[i] += scale * x[i] for n elements (FP32; scale a power of two in practice, so the
      * product is exact and a rescaled branch costs no extra pass). */
     void (*accumulate)(float *acc, const float *x, size_t n, float scale);
+    /* accumulate, and in the same pass the magnitudes a branch merge needs: *acc_absmax =
+     * max|acc| before the addition and *x_absmax = max|x| (each skipped when NULL; a NaN or Inf
+     * gives +Inf, as absmax does). */
+    void (*accumulate_absmax)(float *acc, const float *x, size_t n, float scale, float *acc_absmax,
+                              float *x_absmax);
     /* acc[i] += decode(g[i]) * inv_scale, with the product rounded back to `g_dtype` first when
      * round_to_storage is set (the 2019 code's FP16 unscale); returns non-finite count. */
     int64_t (*unscale_accumulate)(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
