@@ -32,11 +32,11 @@ static void cpu_accumulate(float *acc, const float *x, size_t n, float scale) {
     for (size_t i = 0; i < n; i++) acc[i] += scale * x[i];
 }
 
-/* |x| as an order-preserving integer: the sign cleared, NaN and Inf above every finite value
- * (mpx_absmax_f32's trick, so the maximum needs no NaN case and vectorises). */
-static inline uint32_t abs_bits(float x) {
+/* The bits of |v| as an integer: unsigned order is |value| order, and NaN and Inf sort above
+ * every finite value (mpx_absmax_f32's trick: the maximum needs no NaN case and vectorises). */
+static inline uint32_t abs_bits(float v) {
     uint32_t u;
-    memcpy(&u, &x, sizeof u);
+    memcpy(&u, &v, sizeof u);
     return u & 0x7fffffffu;
 }
 
@@ -47,15 +47,16 @@ static float abs_bits_value(uint32_t m) {
     return f;
 }
 
-static void cpu_accumulate_absmax(float *acc, const float *x, size_t n, float scale,
-                                  float *acc_absmax, float *x_absmax) {
+static void cpu_accumulate_absmax(float *restrict acc, const float *restrict x, size_t n,
+                                  float scale, float *acc_absmax, float *x_absmax) {
     uint32_t ma = 0, mx = 0;
 #pragma omp parallel for schedule(static) reduction(max : ma, mx) if (n > 65536)
     for (size_t i = 0; i < n; i++) {
-        uint32_t a = abs_bits(acc[i]), b = abs_bits(x[i]);
+        const float av = acc[i], xv = x[i]; /* each read once: the loop vectorises */
+        const uint32_t a = abs_bits(av), b = abs_bits(xv);
         ma = a > ma ? a : ma;
         mx = b > mx ? b : mx;
-        acc[i] += scale * x[i];
+        acc[i] = av + scale * xv; /* accumulate's arithmetic, so the same bits */
     }
     if (acc_absmax) *acc_absmax = abs_bits_value(ma);
     if (x_absmax) *x_absmax = abs_bits_value(mx);
