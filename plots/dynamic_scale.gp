@@ -1,7 +1,7 @@
 # dynamic_scale.gp — the dynamic loss scale over training, skipped steps marked.
 # Variables: in (the `mpx export train` TSV of the dynamic run), out, ext.
 load "plots/common.gp"
-set title "Dynamic loss scaling: the scale at the loss, and the steps skipped for Inf/NaN gradients" font ",12"
+set title "Dynamic loss scaling: the scale at the loss\nand the steps skipped for Inf/NaN gradients" font ",12"
 set xlabel "step"
 set ylabel "loss scale"
 set logscale y 2

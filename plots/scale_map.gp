@@ -1,7 +1,7 @@
 # scale_map.gp — adaptive loss scaling: the cumulative scale S each layer's incoming gradient
 # carries, over training. Variables: in (the `mpx export scale` TSV), out, ext.
 load "plots/common.gp"
-set title "Adaptive loss scaling: log2 of the scale carried by each layer's incoming gradient" font ",12"
+set title "Adaptive loss scaling\nlog2 of the scale carried by each layer's incoming gradient" font ",12"
 set xlabel "step"
 set ylabel "layer (forward order; the loss at the top)"
 set cblabel "log2 S"

@@ -1,7 +1,7 @@
 # underflow.gp — activation-gradient underflow rate per layer, one line per method.
 # Variables: files (space-separated "path|label"; TSV layer name rate_pct), out, ext.
 load "plots/common.gp"
-set title "Activation gradients flushed to zero by FP16 (flushed / nonzero), per layer, summed over statistics steps" font ",12"
+set title "Activation gradients flushed to zero by FP16, per layer\n(flushed / nonzero, summed over statistics steps)" font ",12"
 set xlabel "layer (forward order)"
 set ylabel "underflow rate (%)"
 set logscale y
