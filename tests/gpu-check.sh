@@ -91,8 +91,8 @@ result "cuda tests" "$pass passed, $fail failed, $skip skipped${failed:+ (failed
 # Later steps drift apart as those differences compound (SSD most, as its hard-negative mining
 # flips picks: up to 5% on an H200): reported, and failed only beyond 10%.
 train_ok=1
-compare() { # compare NAME CUDA_TSV CPU_TSV
-  paste "$2" "$3" | awk -F'\t' '
+compare() { # compare CUDA_TSV CPU_TSV
+  paste "$1" "$2" | awk -F'\t' '
     NR == 1 { for (i = 1; i <= NF; i++) if ($i == "loss") { if (!a) a = i; else b = i } next }
     { d = $a - $b; if (d < 0) d = -d; r = d / ($b < 0 ? -$b : $b + 1e-30)
       if (NR == 2) first = r; if (NR == 3) second = r; if (r > worst) worst = r; n++ }
@@ -115,7 +115,7 @@ for pair in resnet50:fp32 resnet50:fp16_adaptive bert:fp32 bert:fp16_dynamic ssd
     "$mpx" export "$run" train > "$log/train_${tag}_$dev.tsv" 2>> "$main"
   done
   if [ -s "$log/train_${tag}_cuda.tsv" ] && [ -s "$log/train_${tag}_cpu.tsv" ]; then
-    verdict=$(compare "$tag" "$log/train_${tag}_cuda.tsv" "$log/train_${tag}_cpu.tsv")
+    verdict=$(compare "$log/train_${tag}_cuda.tsv" "$log/train_${tag}_cpu.tsv")
     paste "$log/train_${tag}_cuda.tsv" "$log/train_${tag}_cpu.tsv" | cut -f1,2,9 >> "$main"
   else
     verdict="FAIL (a run did not finish)"
