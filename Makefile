@@ -56,8 +56,10 @@ check-valgrind: build
 	  $(BUILD)/mpx train experiments/configs/resnet50/smoke/fp16_adaptive.cfg train.steps=2 train.eval_every=0 \
 	  --out "$$tmp/run.h5" && echo "check-valgrind: no errors, no definite leaks"
 
-# make experiment-<model> [SCALE=smoke|small|paper] [SEEDS=n] [DATA=/path/to/imagenet]:
-# every method of that model at that scale, then its figures and results table.
+# make experiment-<model> [SCALE=smoke|small|paper] [SEEDS=n] [DATA=/path/to/imagenet]
+#                         [PARALLEL=n] [METHODS="fp32 fp16_adaptive"]:
+# every method of that model at that scale (or those of METHODS), PARALLEL trainings at a time,
+# then its figures and results table.
 experiment-%: build
 	@$(if $(DATA),EXTRA=data.root=$(DATA)) bash experiments/run_experiment.sh $* $(SCALE) $(SEEDS)
 
