@@ -8,7 +8,9 @@
  *   - every op in fp16 and bf16 storage against fp32, within tolerances derived from the formats;
  *   - the counted underflow of an fp16 run without scaling equals an independent recount in
  *     double precision, and adaptive scaling lowers it;
- *   - adaptive-quantile takes its quantile from the gradient before rounding (closed form).
+ *   - adaptive-quantile takes its quantile from the gradient before rounding (closed form);
+ *   - a branch merge whose branches do not all fit under u_max picks the target the rule of
+ *     REFERENCE.md §3 step 10 gives from every branch's magnitude, and the merged gradient fits.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -325,10 +327,122 @@ static void test_underflow_recount(void) {
     mpx_graph_free(g);
 }
 
+/* Largest magnitude of n values. */
+static double max_abs(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)x[i]));
+    return m;
+}
+
+/* REFERENCE.md §3 step 10, written out here independently of mpx_als_merge_target: the
+ * largest incoming scale under which every branch's unscaled magnitude (largest m) stays below
+ * u_max; if none fits, the smallest scale halved while >= 1/8. */
+static double merge_rule(double m, double s_a, double s_b, double u_max) {
+    double best = 0;
+    if (m * s_a < u_max) best = s_a;
+    if (m * s_b < u_max && s_b > best) best = s_b;
+    if (best > 0) return best;
+    double t = fmin(s_a, s_b);
+    while (t >= 0.125 && !(m * t < u_max)) t *= 0.5;
+    return t;
+}
+
+/* residual_net keeping its gradients, with bn2's gamma at 2^-10: the residual branch then
+ * carries a ~700x smaller gradient into the merge at relu1 than the shortcut does, so conv2
+ * takes a large factor and the two branches reach the merge at very different scales. */
+static mpx_graph *shortcut_heavy_net(void) {
+    int image, labels;
+    mpx_graph *g = residual_net(&image, &labels, 1);
+    CHECK_OK(mpx_g_set_init(g, "bn2.gamma", (mpx_init){MPX_INIT_CONST, 0x1p-10f}));
+    mpx_graph_keep_grads(g, 1);
+    mpx_precision p;
+    mpx_precision_init(&p, "fp32", "rne", 0);
+    CHECK_OK(mpx_graph_compile(g, &p, MPX_DEV_CPU, 11));
+    float x[B * H * W * C];
+    int32_t y[B] = {1, 0, 4, 2};
+    mpx_test_normal(x, B * H * W * C, 0, 1, 4);
+    CHECK_OK(mpx_graph_set_input(g, image, x, MPX_F32, B * H * W * C));
+    CHECK_OK(mpx_graph_set_input(g, labels, y, MPX_I32, B));
+    CHECK_OK(mpx_graph_forward(g, 1));
+    return g;
+}
+
+/* The merge at relu1 under an overflow limit u_max that some branch scales break. Its branches:
+ * conv2's data gradient (consumer 0, scale S_conv2 * s_conv2) and the shortcut (consumer 1,
+ * scale S_bn2, = the gradient at add's output). Their unscaled magnitudes come from an
+ * unscaled FP32 run (power-of-two scales commute with FP32 rounding, so they are the same
+ * numbers); u_max is put at 1.5 times a power of two times the larger one, so no m * S_i (S_i
+ * a power of two) lies near it and the margin absorbs the one rounding of recovering branch 0
+ * as merged - shortcut. Every candidate must give exactly the rule's target and a merged
+ * gradient that fits; at least one must force the target below the larger branch scale with
+ * the shortcut's magnitude deciding, so that a merge that ignored any branch after the first
+ * would pick a target too large and fail. */
+static void test_merge_target_with_overflowing_branch(void) {
+    enum { NR = B * H * W * 6 };
+    float merged[NR], shortcut[NR], conv_branch[NR];
+    mpx_scaling_cfg none;
+    mpx_scaling_defaults(&none);
+    mpx_graph *g = shortcut_heavy_net();
+    mpx_backward_opts bo = {&none, 1.0, 0, NULL};
+    int64_t nf = -1;
+    CHECK_OK(mpx_graph_backward(g, &bo, &nf));
+    const int relu1 = mpx_graph_find_tensor(g, "relu1"), add = mpx_graph_find_tensor(g, "add");
+    REQUIRE_VOID(relu1 >= 0 && add >= 0, "tensors relu1 and add");
+    CHECK_OK(mpx_graph_read_grad(g, relu1, merged));
+    CHECK_OK(mpx_graph_read_grad(g, add, shortcut));
+    mpx_graph_free(g);
+    for (int i = 0; i < NR; i++) conv_branch[i] = merged[i] - shortcut[i];
+    const double m_conv = max_abs(conv_branch, NR), m_short = max_abs(shortcut, NR);
+    const double m = fmax(m_conv, m_short);
+    printf("merge at relu1: unscaled max |g| conv2 branch %g, shortcut %g\n", m_conv, m_short);
+    REQUIRE_VOID(m_short > 2 * m_conv,
+                 "the shortcut (%g) does not dominate conv2's branch (%g): the test cannot tell a "
+                 "merge that ignores later branches", m_short, m_conv);
+
+    mpx_scaling_cfg ad;
+    mpx_scaling_defaults(&ad);
+    ad.method = MPX_SCALING_ADAPTIVE;
+    ad.update_every = 1;
+    ad.u_min = 1e-3; /* visible factors, so the branch scales differ */
+    int forced = 0, tried = 0;
+    ad.accum_bound = 1e30; /* let conv2's factor reach scale_bound: its branch then carries a
+                              * scale (S_bn2 * 16) at which the shortcut does not fit */
+    for (int j = 0; j < 20; j++, tried++) {
+        ad.u_max = 1.5 * ldexp(m, j);
+        g = shortcut_heavy_net();
+        bo = (mpx_backward_opts){&ad, 1.0, 0, NULL};
+        CHECK_OK(mpx_graph_backward(g, &bo, &nf));
+        double sp[3], s[3];
+        const char *names[] = {"bn1", "conv2", "bn2"};
+        for (int i = 0; i < 3; i++) {
+            int li = layer_index(g, names[i]);
+            REQUIRE_VOID(li >= 0, names[i]);
+            mpx_graph_layer_scale(g, li, &sp[i], &s[i]);
+        }
+        const double s_conv = sp[1] * s[1], s_short = sp[2], target = sp[0];
+        const double want = merge_rule(m, s_conv, s_short, ad.u_max);
+        float mg[NR];
+        CHECK_OK(mpx_graph_read_grad(g, relu1, mg));
+        const double stored = max_abs(mg, NR) * target;
+        CHECK(target == want, "u_max %g: merge target %g, rule gives %g (branch scales %g, %g)",
+              ad.u_max, target, want, s_conv, s_short);
+        CHECK(want < 0.125 || stored < ad.u_max,
+              "u_max %g: merged gradient reaches %g at target %g", ad.u_max, stored, target);
+        /* Forced down by the shortcut: the larger scale fits conv2's branch but not the shortcut. */
+        const double s_hi = fmax(s_conv, s_short);
+        if (target < s_hi && m_conv * s_hi < ad.u_max) forced++;
+        mpx_graph_free(g);
+    }
+    printf("merge at relu1: %d of %d u_max values forced the target down because of the shortcut\n",
+           forced, tried);
+    CHECK(forced > 0, "no u_max forced the merge target down: the test does not exercise the rule");
+}
+
 int main(void) {
     test_power_of_two_scaling_is_exact();
     test_low_precision_vs_fp32("fp16", ldexp(1.0, -11));
     test_low_precision_vs_fp32("bf16", ldexp(1.0, -8));
     test_underflow_recount();
+    test_merge_target_with_overflowing_branch();
     return mpx_test_done(__FILE__);
 }
