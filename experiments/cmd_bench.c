@@ -1,5 +1,6 @@
 /* cmd_bench.c — `mpx bench CONFIG [section.key=value ...] [--device cpu|cuda] [--steps N]
  * [--warmup N] [--modes fp32,fp16,bf16] [--overheads] [--profile] [--json FILE]`. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,10 @@ static void help(void) {
            "  --json FILE    write the results as JSON too\n");
 }
 
+/* JSON keys of the overheads, in mpx_overhead_kind order. */
+static const char *const overhead_keys[4] = {"stats_every_1", "stats_every_100",
+                                             "adaptive_update_every_1", "adaptive_update_every_100"};
+
 static void write_json(FILE *f, const char *config, const mpx_bench_result *r, int tokens) {
     fprintf(f, "{\n  \"config\": \"%s\",\n  \"mpx_version\": \"%s\",\n  \"git_commit\": \"%s\",\n", config,
             mpx_version(), mpx_git_commit());
@@ -44,10 +49,20 @@ static void write_json(FILE *f, const char *config, const mpx_bench_result *r, i
                 w->ratio_ref, w->samples_per_s * tokens, w->arena_bytes / 1048576.0, i + 1 < r->n ? "," : "");
     }
     fprintf(f, "  ]");
-    if (r->has_overheads)
-        fprintf(f, ",\n  \"overheads\": {\"stats_every_1\": %.6g, \"stats_every_100\": %.6g, "
-                   "\"adaptive_update_every_1\": %.6g, \"adaptive_update_every_100\": %.6g}",
-                r->stats_every1, r->stats_every100, r->als_every1, r->als_every100);
+    if (r->has_overheads) {
+        /* each: the median over rounds, then its 95% interval ("ci95", null where the rounds
+         * were too few to give one) */
+        fprintf(f, ",\n  \"overheads\": {");
+        for (int q = 0; q < 4; q++) {
+            fprintf(f, "%s\"%s\": %.6g, \"%s_ci95\": ", q ? ", " : "", overhead_keys[q], r->overhead[q],
+                    overhead_keys[q]);
+            if (isfinite(r->overhead_lo[q]) && isfinite(r->overhead_hi[q]))
+                fprintf(f, "[%.6g, %.6g]", r->overhead_lo[q], r->overhead_hi[q]);
+            else
+                fprintf(f, "null");
+        }
+        fprintf(f, "}");
+    }
     fprintf(f, "\n}\n");
 }
 
@@ -132,10 +147,19 @@ int cmd_bench(int argc, char **argv) {
         printf("\n");
     }
     printf("peak RSS: %.1f MiB\n", r.peak_rss / 1048576.0);
-    if (r.has_overheads)
-        printf("overhead of the step: statistics every step %+.2f%%, every 100 steps %+.3f%%; "
-               "adaptive scaling updated every step %+.2f%%, every 100 steps %+.3f%%\n",
-               100 * r.stats_every1, 100 * r.stats_every100, 100 * r.als_every1, 100 * r.als_every100);
+    if (r.has_overheads) {
+        static const char *const what[4] = {"statistics every step", "statistics every 100 steps",
+                                            "adaptive scaling updated every step",
+                                            "adaptive scaling updated every 100 steps"};
+        printf("overhead of the step (median over rounds, 95%% interval):\n");
+        for (int q = 0; q < 4; q++) {
+            printf("  %-41s %+8.3f%%", what[q], 100 * r.overhead[q]);
+            if (isfinite(r.overhead_lo[q]) && isfinite(r.overhead_hi[q]))
+                printf("   [%+.3f%%, %+.3f%%]\n", 100 * r.overhead_lo[q], 100 * r.overhead_hi[q]);
+            else
+                printf("   (interval needs --steps >= 6)\n");
+        }
+    }
     if (json) {
         FILE *f = fopen(json, "w");
         if (!f) {

@@ -12,7 +12,11 @@
  *   als_update adaptive scaling recomputing every factor (update_every = 1)
  *   als_cached adaptive scaling reusing cached factors (a step between updates)
  * so that statistics every N steps cost (stats - base) / N, and adaptive scaling with
- * update_every = N costs ((N-1) als_cached + als_update) / N - base.
+ * update_every = N costs ((N-1) als_cached + als_update) / N - base. Each overhead is computed
+ * per round from that round's steps (the variants of one round run back to back, so they
+ * share the machine's state), and reported as the median over rounds with a distribution-free
+ * 95% confidence interval for that median (order statistics): an overhead smaller than the
+ * interval's width is not resolved by timing on that machine, and the interval says so.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -47,6 +51,21 @@ static double median(const double *v, int n) {
     double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
     free(c);
     return m;
+}
+
+double mpx_median_ci(double *v, int n, double *lo, double *hi) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double cdf = 0; /* P(Binomial(n, 1/2) < k), in log space per term: n may exceed 1000 */
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        double p = exp(lgamma(n + 1.0) - lgamma(i + 1.0) - lgamma(n - i + 1.0) - n * log(2.0));
+        if (cdf + p > 0.025) break;
+        cdf += p;
+        k = i + 1;
+    }
+    *lo = k > 0 ? v[k - 1] : -INFINITY;
+    *hi = k > 0 ? v[n - k] : INFINITY;
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* GFLOP/s of C[m,n] = A[m,k] B[k,n] through OpenBLAS, best of a few repetitions. */
@@ -232,13 +251,21 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
             row->arena_bytes = (double)mp.total;
         }
         if (base >= 0) {
-            double tb = res->rows[base].median_s, ts = res->rows[base + 1].median_s;
-            double tu = res->rows[base + 2].median_s, tc = res->rows[base + 3].median_s;
-            res->has_overheads = 1;
-            res->stats_every1 = (ts - tb) / tb;
-            res->stats_every100 = (ts - tb) / 100 / tb;
-            res->als_every1 = (tu - tb) / tb;
-            res->als_every100 = ((99 * tc + tu) / 100 - tb) / tb;
+            const int n = o->steps;
+            double *d = malloc(4 * (size_t)n * sizeof *d);
+            if (!d) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
+            for (int r = 0; d && r < n; r++) {
+                double tb = v[base].t[r], ts = v[base + 1].t[r];
+                double tu = v[base + 2].t[r], tc = v[base + 3].t[r];
+                d[0 * n + r] = (ts - tb) / tb;
+                d[1 * n + r] = (ts - tb) / 100 / tb;
+                d[2 * n + r] = (tu - tb) / tb;
+                d[3 * n + r] = ((99 * tc + tu) / 100 - tb) / tb;
+            }
+            for (int q = 0; d && q < 4; q++)
+                res->overhead[q] = mpx_median_ci(d + q * n, n, &res->overhead_lo[q], &res->overhead_hi[q]);
+            res->has_overheads = d != NULL;
+            free(d);
         }
         if (o->profile && out)
             for (int i = 0; i < (base >= 0 ? base : nv); i++) {

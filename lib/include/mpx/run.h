@@ -135,6 +135,13 @@ typedef struct {
     double median_s, min_s, max_s, samples_per_s, gflops, ratio_ref, arena_bytes;
 } mpx_bench_row;
 
+typedef enum {
+    MPX_OVERHEAD_STATS_EVERY_1 = 0,
+    MPX_OVERHEAD_STATS_EVERY_100,
+    MPX_OVERHEAD_ADAPTIVE_EVERY_1,
+    MPX_OVERHEAD_ADAPTIVE_EVERY_100
+} mpx_overhead_kind;
+
 typedef struct {
     int n;
     mpx_bench_row rows[8];
@@ -144,11 +151,18 @@ typedef struct {
     double ref_gflops, big_gflops; /* OpenBLAS sgemm: the dominant GEMM shape; 2048^3 */
     size_t peak_rss;
     int has_overheads;
-    double stats_every1, stats_every100, als_every1, als_every100; /* fractions of the step */
+    /* Fractions of the base step, indexed by mpx_overhead_kind: the median over rounds of each
+     * round's paired estimate, and a 95% confidence interval for it (+-inf: too few rounds). */
+    double overhead[4], overhead_lo[4], overhead_hi[4];
 } mpx_bench_result;
 
 mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_bench_result *res,
                          FILE *out);
+/* Median of v[0..n) (n >= 1) with a distribution-free 95% confidence interval [lo, hi] for it:
+ * the order statistics x_(k) and x_(n+1-k) for the largest k with P(Binomial(n, 1/2) < k) <=
+ * 0.025, so the interval holds the true median with probability >= 95% whatever the
+ * distribution. With n < 6 no such k exists: lo = -inf, hi = +inf. Sorts v. */
+double mpx_median_ci(double *v, int n, double *lo, double *hi);
 
 /* Evaluate a checkpoint on its run's evaluation set with the config stored in it (overrides
  * such as train.eval_batches=10 apply on top). */
