@@ -32,36 +32,6 @@ static void cpu_accumulate(float *acc, const float *x, size_t n, float scale) {
     for (size_t i = 0; i < n; i++) acc[i] += scale * x[i];
 }
 
-/* The bits of |v| as an integer: unsigned order is |value| order, and NaN and Inf sort above
- * every finite value (mpx_absmax_f32's trick: the maximum needs no NaN case and vectorises). */
-static inline uint32_t abs_bits(float v) {
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    return u & 0x7fffffffu;
-}
-
-static float abs_bits_value(uint32_t m) {
-    if (m >= 0x7f800000u) return INFINITY;
-    float f;
-    memcpy(&f, &m, sizeof f);
-    return f;
-}
-
-static void cpu_accumulate_absmax(float *restrict acc, const float *restrict x, size_t n,
-                                  float scale, float *acc_absmax, float *x_absmax) {
-    uint32_t ma = 0, mx = 0;
-#pragma omp parallel for schedule(static) reduction(max : ma, mx) if (n > 65536)
-    for (size_t i = 0; i < n; i++) {
-        const float av = acc[i], xv = x[i]; /* each read once: the loop vectorises */
-        const uint32_t a = abs_bits(av), b = abs_bits(xv);
-        ma = a > ma ? a : ma;
-        mx = b > mx ? b : mx;
-        acc[i] = av + scale * xv; /* accumulate's arithmetic, so the same bits */
-    }
-    if (acc_absmax) *acc_absmax = abs_bits_value(ma);
-    if (x_absmax) *x_absmax = abs_bits_value(mx);
-}
-
 static int64_t cpu_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
                                       int round_to_storage, float *acc) {
     /* Blocks of decoded values keep this a single pass over g without a full FP32 copy. */
@@ -156,7 +126,7 @@ static const mpx_backend g_cpu = {
     .abs_quantile = mpx_abs_quantile_ceil_pow2,
     .absmax = mpx_absmax_f32,
     .accumulate = cpu_accumulate,
-    .accumulate_absmax = cpu_accumulate_absmax,
+    .accumulate_absmax = mpx_accumulate_absmax_f32,
     .unscale_accumulate = cpu_unscale_accumulate,
     .sumsq = cpu_sumsq,
     .sgd_update = cpu_sgd_update,

@@ -72,4 +72,17 @@ void mpx_k_count16_avx512(mpx_dtype fmt, const float *src, float scale, const ui
 void mpx_k_rand_c(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out, size_t n);
 void mpx_k_rand_avx512(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out, size_t n);
 
+/* Magnitude maxima on the bits with the sign cleared: unsigned order there is |value| order and
+ * NaN and Inf sort above every finite value, so an integer max is exact and needs no NaN case.
+ * absmax_bits returns max(m, bits of |x[i]|); accumulate_absmax does acc[i] += scale * x[i]
+ * (one multiply, one add: accumulate's bits) and raises *ma / *mx to the bits of max |acc[i]|
+ * before the sum / max |x[i]|. The AVX2 versions are used when mpx_cpu() reports avx2 and the
+ * portable path is not forced. */
+uint32_t mpx_k_absmax_bits_c(const float *x, size_t n, uint32_t m);
+uint32_t mpx_k_absmax_bits_avx2(const float *x, size_t n, uint32_t m);
+void mpx_k_accumulate_absmax_c(float *acc, const float *x, size_t n, float scale, uint32_t *ma,
+                               uint32_t *mx);
+void mpx_k_accumulate_absmax_avx2(float *acc, const float *x, size_t n, float scale, uint32_t *ma,
+                                  uint32_t *mx);
+
 #endif

@@ -2,6 +2,8 @@
  *
  * These define the results: the vector versions must match them bit for bit and count for count.
  */
+#include <string.h>
+
 #include "lib/numerics/fp_bits.h"
 #include "lib/numerics/kernels.h"
 #include "mpx/rng.h"
@@ -83,4 +85,33 @@ void mpx_k_rand_c(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *ou
         for (unsigned k = (unsigned)(counter & 3); k < 4 && j < n; k++, j++, counter++)
             out[j] = w[k];
     }
+}
+
+/* The bits of |v|: sign cleared. */
+static inline uint32_t abs_bits(float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u & 0x7fffffffu;
+}
+
+uint32_t mpx_k_absmax_bits_c(const float *x, size_t n, uint32_t m) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = abs_bits(x[i]);
+        m = a > m ? a : m;
+    }
+    return m;
+}
+
+void mpx_k_accumulate_absmax_c(float *restrict acc, const float *restrict x, size_t n, float scale,
+                               uint32_t *ma, uint32_t *mx) {
+    uint32_t a_max = *ma, x_max = *mx;
+    for (size_t i = 0; i < n; i++) {
+        const float av = acc[i], xv = x[i]; /* each read once: the loop vectorises */
+        const uint32_t a = abs_bits(av), b = abs_bits(xv);
+        a_max = a > a_max ? a : a_max;
+        x_max = b > x_max ? b : x_max;
+        acc[i] = av + scale * xv;
+    }
+    *ma = a_max;
+    *mx = x_max;
 }

@@ -1,5 +1,6 @@
 /* test_moments.c — mpx_moments_f32, mpx_absmax_f32, mpx_abs_quantile_ceil_pow2, and the CPU
- * backend's accumulate_absmax (a branch merge's sum and magnitudes in one pass).
+ * backend's accumulate_absmax (a branch merge's sum and magnitudes in one pass); the vector
+ * (AVX2) and portable versions of the magnitude loops against each other, bit for bit.
  *
  * Moments against a long-double two-pass loop, bit-identical with 1 and 2 threads; extremes and
  * the finite flag exactly; the quantile against sorting (then rounding up to a power of two).
@@ -13,6 +14,7 @@
 #include "mpx/backend.h"
 #include "mpx/numerics.h"
 #include "mpx/rng.h"
+#include "mpx/runtime.h"
 #include "testutil.h"
 
 /* Reference: long double, two passes. */
@@ -205,8 +207,55 @@ static void test_accumulate_absmax(void) {
     free(ref);
 }
 
+/* The AVX2 and portable magnitude loops give the same bits: every length 0..40 (vector bodies
+ * and tails) and one long threaded one, with NaN, +-Inf, -0, subnormals and the largest finite
+ * value placed in the vector part and in the tail. On a CPU without AVX2 both runs take the
+ * portable path and the check says so. */
+static void test_vector_matches_portable(void) {
+    enum { BIG = 70001 };
+    const float specials[] = {NAN, INFINITY, -INFINITY, -0.0f, 0x1p-149f, -0x1p-140f, 0x1.fffffep127f};
+    float *x = malloc(BIG * sizeof *x), *acc0 = malloc(BIG * sizeof *acc0);
+    float *acc_v = malloc(BIG * sizeof *acc_v), *acc_c = malloc(BIG * sizeof *acc_c);
+    NEED(x && acc0 && acc_v && acc_c);
+    int cases = 0;
+    for (size_t len = 0; len <= 41; len++) {
+        const size_t n = len <= 40 ? len : BIG;
+        for (int sp = -1; sp < (int)(sizeof specials / sizeof *specials); sp++) {
+            mpx_test_normal(x, n ? n : 1, 0, 2.0f, 60 + n);
+            mpx_test_normal(acc0, n ? n : 1, 0, 0.5f, 70 + n);
+            if (sp >= 0 && n > 0) {
+                x[(n * 5) / 7] = specials[sp];          /* vector body for most n */
+                acc0[n - 1] = -specials[sp];            /* the tail */
+            }
+            float va = -1, vx = -1, ca = -2, cx = -2;
+            memcpy(acc_v, acc0, n * sizeof *acc0);
+            memcpy(acc_c, acc0, n * sizeof *acc0);
+            float v_abs = mpx_absmax_f32(x, n);
+            mpx_accumulate_absmax_f32(acc_v, x, n, 0x1p-3f, &va, &vx);
+            mpx_convert_force_portable(1);
+            float c_abs = mpx_absmax_f32(x, n);
+            mpx_accumulate_absmax_f32(acc_c, x, n, 0x1p-3f, &ca, &cx);
+            mpx_convert_force_portable(0);
+            CHECK(memcmp(&v_abs, &c_abs, sizeof v_abs) == 0, "n %zu special %d: absmax %g vs %g", n,
+                  sp, (double)v_abs, (double)c_abs);
+            CHECK(memcmp(&va, &ca, sizeof va) == 0 && memcmp(&vx, &cx, sizeof vx) == 0,
+                  "n %zu special %d: accumulate_absmax maxima %g %g vs %g %g", n, sp, (double)va,
+                  (double)vx, (double)ca, (double)cx);
+            CHECK(memcmp(acc_v, acc_c, n * sizeof *acc_v) == 0, "n %zu special %d: sums differ", n, sp);
+            cases++;
+        }
+    }
+    printf("vector vs portable magnitude loops: %d cases (this CPU %s AVX2)\n", cases,
+           mpx_cpu()->avx2 ? "has" : "has no");
+    free(x);
+    free(acc0);
+    free(acc_v);
+    free(acc_c);
+}
+
 int main(void) {
     test_absmax();
+    test_vector_matches_portable();
     test_accumulate_absmax();
     test_moments_values(10, 1.0f, 2.0f, 1);
     test_moments_values(4097, -3.0f, 0.5f, 2);

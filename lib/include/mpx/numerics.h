@@ -133,6 +133,12 @@ void mpx_moments_f32(const float *x, size_t n, mpx_moments *out);
  * One cheap pass (integer max on the bits): what a branch merge needs every step. */
 float mpx_absmax_f32(const float *x, size_t n);
 
+/* A branch merge's one pass: acc[i] += scale * x[i] (one multiply and one add: the bits of a
+ * plain accumulation) while measuring max |acc| before the sum and max |x|, with
+ * mpx_absmax_f32's semantics, into *acc_absmax and *x_absmax (either may be NULL). */
+void mpx_accumulate_absmax_f32(float *acc, const float *x, size_t n, float scale, float *acc_absmax,
+                               float *x_absmax);
+
 /* The q-quantile (0..1) of |scale * x| over the nonzero elements, rounded up to a power of two;
  * 0 when none, Inf when it is Inf. The quantile is the element of rank ceil(q m) (1-based, m the
  * nonzero count; q = 0 gives the minimum); NaN elements are ignored. Why rounded: the
