@@ -4,8 +4,9 @@
  *
  * Determinism: the array is cut into fixed blocks of MBLOCK elements whatever the thread count;
  * each block is reduced in double on its own (two passes: sum, then squared deviations from the
- * block mean), and the block partials are merged strictly in block order (Chan et al.'s pairwise
- * update). The result therefore depends on n and the data only, never on the threads.
+ * block mean, each over LANES fixed interleaved accumulators), and the block partials are merged
+ * strictly in block order (Chan et al.'s pairwise update). The result therefore depends on n
+ * and the data only, never on the threads.
  */
 #include <math.h>
 #include <stdint.h>
@@ -27,30 +28,59 @@ typedef struct {
     int all_finite;
 } partial;
 
+/* One block: sum and squared deviations in double over LANES interleaved accumulators (fixed
+ * lanes, so the order, and the result, depend on the data only; independent chains, so the
+ * compiler vectorises them and no add waits on the previous one). Extremes per lane too.
+ * max |x| and the finite flag need no work of their own: a NaN fails every comparison, so
+ * min/max ignore it as absmax must, and max |x| = max(-min, max); a sum of finite floats
+ * cannot overflow a double, so the block is all finite exactly when its sum is finite. */
+enum { LANES = 8 };
+
 static void block_partial(const float *x, size_t m, partial *p) {
-    double sum = 0;
-    float mn = INFINITY, mx = -INFINITY, amax = 0;
-    int finite = 1;
-    for (size_t i = 0; i < m; i++) {
+    double s[LANES] = {0};
+    float mn[LANES], mx[LANES];
+    for (int j = 0; j < LANES; j++) mn[j] = INFINITY, mx[j] = -INFINITY;
+    size_t i = 0;
+    for (; i + LANES <= m; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            float v = x[i + j];
+            s[j] += v;
+            mn[j] = v < mn[j] ? v : mn[j]; /* comparisons with NaN are false: NaN is ignored */
+            mx[j] = v > mx[j] ? v : mx[j];
+        }
+    for (int j = 0; i < m; i++, j++) {
         float v = x[i];
-        sum += v;
-        if (v < mn) mn = v; /* comparisons with NaN are false: NaN is ignored */
-        if (v > mx) mx = v;
-        if (fabsf(v) > amax) amax = fabsf(v);
-        finite &= isfinite(v) != 0;
+        s[j] += v;
+        mn[j] = v < mn[j] ? v : mn[j];
+        mx[j] = v > mx[j] ? v : mx[j];
     }
-    double mean = sum / (double)m, m2 = 0;
-    for (size_t i = 0; i < m; i++) {
+    double sum = 0;
+    float lo = INFINITY, hi = -INFINITY;
+    for (int j = 0; j < LANES; j++) {
+        sum += s[j];
+        lo = mn[j] < lo ? mn[j] : lo;
+        hi = mx[j] > hi ? mx[j] : hi;
+    }
+    const double mean = sum / (double)m;
+    double q[LANES] = {0};
+    for (i = 0; i + LANES <= m; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            double d = (double)x[i + j] - mean;
+            q[j] += d * d;
+        }
+    for (int j = 0; i < m; i++, j++) {
         double d = (double)x[i] - mean;
-        m2 += d * d;
+        q[j] += d * d;
     }
+    double m2 = 0;
+    for (int j = 0; j < LANES; j++) m2 += q[j];
     p->n = (double)m;
     p->mean = mean;
     p->m2 = m2;
-    p->min = mn;
-    p->max = mx;
-    p->absmax = amax;
-    p->all_finite = finite;
+    p->min = lo;
+    p->max = hi;
+    p->absmax = lo > hi ? 0.0f : fabsf(fmaxf(-lo, hi)); /* lo > hi: every element NaN */
+    p->all_finite = isfinite(sum) != 0;
 }
 
 /* acc <- acc merged with p (acc->n may be 0). */

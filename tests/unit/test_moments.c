@@ -72,6 +72,29 @@ static void test_moments_special(void) {
     x[2] = -INFINITY;
     mpx_moments_f32(x, 6, &m);
     CHECK(!m.all_finite && m.min == -INFINITY && m.absmax == INFINITY, "Inf");
+    /* The same in the vectorised body of a block and across blocks: a NaN at element 8203
+     * (block 2, body), then -Inf at 19; a whole block of NaN beside finite blocks; -0 only. */
+    enum { NB = 3 * 4096 + 21 };
+    static float zb[NB];
+    for (int i = 0; i < NB; i++) zb[i] = (float)(i % 7) - 3.0f;
+    zb[8203] = NAN;
+    mpx_moments_f32(zb, NB, &m);
+    CHECK(!m.all_finite && isnan(m.mean) && m.min == -3.0f && m.max == 3.0f && m.absmax == 3.0f,
+          "NaN in a block's body: min %g max %g absmax %g", (double)m.min, (double)m.max,
+          (double)m.absmax);
+    zb[19] = -INFINITY;
+    mpx_moments_f32(zb, NB, &m);
+    CHECK(!m.all_finite && m.min == -INFINITY && m.max == 3.0f && m.absmax == INFINITY,
+          "-Inf in a block's body");
+    for (int i = 0; i < NB; i++) zb[i] = i < 4096 ? NAN : 0.5f;
+    mpx_moments_f32(zb, NB, &m);
+    CHECK(!m.all_finite && m.min == 0.5f && m.max == 0.5f && m.absmax == 0.5f,
+          "a block of NaN beside finite ones: min %g max %g absmax %g", (double)m.min,
+          (double)m.max, (double)m.absmax);
+    for (int i = 0; i < NB; i++) zb[i] = -0.0f;
+    mpx_moments_f32(zb, NB, &m);
+    CHECK(m.all_finite && m.mean == 0 && m.std == 0 && m.absmax == 0 && !signbit(m.absmax),
+          "-0 only: absmax %g", (double)m.absmax);
     /* Hand-computed: {1, 2, 3, 4}: mean 2.5, population variance 1.25. */
     float y[4] = {1, 2, 3, 4};
     mpx_moments_f32(y, 4, &m);
