@@ -27,11 +27,6 @@ static void cpu_free(void *p) { free(p); }
 static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
 
-static void cpu_accumulate(float *acc, const float *x, size_t n, float scale) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) acc[i] += scale * x[i];
-}
-
 static int64_t cpu_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
                                       int round_to_storage, float *acc) {
     /* Blocks of decoded values keep this a single pass over g without a full FP32 copy. */
@@ -125,7 +120,7 @@ static const mpx_backend g_cpu = {
     .moments = mpx_moments_f32,
     .abs_quantile = mpx_abs_quantile_ceil_pow2,
     .absmax = mpx_absmax_f32,
-    .accumulate = cpu_accumulate,
+    .accumulate = mpx_accumulate_f32,
     .accumulate_absmax = mpx_accumulate_absmax_f32,
     .unscale_accumulate = cpu_unscale_accumulate,
     .sumsq = cpu_sumsq,

@@ -74,10 +74,12 @@ void mpx_k_rand_avx512(uint64_t seed, uint64_t stream, uint64_t counter, uint32_
 
 /* Magnitude maxima on the bits with the sign cleared: unsigned order there is |value| order and
  * NaN and Inf sort above every finite value, so an integer max is exact and needs no NaN case.
- * absmax_bits returns max(m, bits of |x[i]|); accumulate_absmax does acc[i] += scale * x[i]
- * (one multiply, one add: accumulate's bits) and raises *ma / *mx to the bits of max |acc[i]|
+ * absmax_bits returns max(m, bits of |x[i]|); accumulate does acc[i] += scale * x[i] (one
+ * multiply, one add); accumulate_absmax does the same sum and raises *ma / *mx to the bits of max |acc[i]|
  * before the sum / max |x[i]|. The AVX2 versions are used when mpx_cpu() reports avx2 and the
  * portable path is not forced. */
+void mpx_k_accumulate_c(float *acc, const float *x, size_t n, float scale);
+void mpx_k_accumulate_avx2(float *acc, const float *x, size_t n, float scale);
 uint32_t mpx_k_absmax_bits_c(const float *x, size_t n, uint32_t m);
 uint32_t mpx_k_absmax_bits_avx2(const float *x, size_t n, uint32_t m);
 void mpx_k_accumulate_absmax_c(float *acc, const float *x, size_t n, float scale, uint32_t *ma,

@@ -3,7 +3,8 @@
  * Why: the library is built for baseline x86-64, where an unsigned 32-bit max is a
  * compare-and-blend sequence; AVX2 has it as one instruction (vpmaxud). These loops run at every
  * branch merge of every adaptive-scaling step, so their cost is the cached adaptive step's
- * overhead. Compiled with a target attribute; only called when mpx_cpu() reports avx2. The sum
+ * overhead (and the plain accumulation, so that the merges of the other methods get the same
+ * vector width and the two stay comparable). Compiled with a target attribute; only called when mpx_cpu() reports avx2. The sum
  * is one multiply and one add per element, as in the portable loop, so the bits are the same.
  */
 #include <immintrin.h>
@@ -31,6 +32,16 @@ MPX_AVX2 uint32_t mpx_k_absmax_bits_avx2(const float *x, size_t n, uint32_t m) {
     }
     m = hmax_epu32(_mm256_max_epu32(v0, v1), m);
     return mpx_k_absmax_bits_c(x + i, n - i, m);
+}
+
+MPX_AVX2 void mpx_k_accumulate_avx2(float *acc, const float *x, size_t n, float scale) {
+    const __m256 s = _mm256_set1_ps(scale);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 a = _mm256_loadu_ps(acc + i), b = _mm256_loadu_ps(x + i);
+        _mm256_storeu_ps(acc + i, _mm256_add_ps(a, _mm256_mul_ps(s, b)));
+    }
+    mpx_k_accumulate_c(acc + i, x + i, n - i, scale);
 }
 
 MPX_AVX2 void mpx_k_accumulate_absmax_avx2(float *acc, const float *x, size_t n, float scale,

@@ -94,6 +94,10 @@ static inline uint32_t abs_bits(float v) {
     return u & 0x7fffffffu;
 }
 
+void mpx_k_accumulate_c(float *restrict acc, const float *restrict x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) acc[i] = acc[i] + scale * x[i];
+}
+
 uint32_t mpx_k_absmax_bits_c(const float *x, size_t n, uint32_t m) {
     for (size_t i = 0; i < n; i++) {
         uint32_t a = abs_bits(x[i]);

@@ -12,9 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "lib/numerics/kernels.h"
 #include "mpx/numerics.h"
-#include "mpx/runtime.h"
 
 enum {
     MBLOCK = 4096, /* elements per block partial */
@@ -125,49 +123,6 @@ void mpx_moments_f32(const float *x, size_t n, mpx_moments *out) {
 }
 
 /* ---- selection ---- */
-
-static int use_avx2(void) { return mpx_cpu()->avx2 && mpx_impl_current() != MPX_IMPL_C; }
-
-static float bits_value(uint32_t m) {
-    if (m >= 0x7f800000u) return INFINITY; /* Inf or NaN */
-    union { uint32_t u; float f; } r = {m};
-    return r.f;
-}
-
-float mpx_absmax_f32(const float *x, size_t n) {
-    /* The integer max of the sign-cleared bits (kernels.h): exact, no NaN case; max is
-     * order-free, so the threads do not change it. */
-    const int avx2 = use_avx2();
-    const long nchunks = (long)((n + MBLOCK - 1) / MBLOCK);
-    uint32_t m = 0;
-#pragma omp parallel for schedule(static) reduction(max : m) if (n > PAR_MIN)
-    for (long c = 0; c < nchunks; c++) {
-        size_t i0 = (size_t)c * MBLOCK, len = n - i0 < MBLOCK ? n - i0 : MBLOCK;
-        uint32_t b = avx2 ? mpx_k_absmax_bits_avx2(x + i0, len, 0) : mpx_k_absmax_bits_c(x + i0, len, 0);
-        m = b > m ? b : m;
-    }
-    return bits_value(m);
-}
-
-void mpx_accumulate_absmax_f32(float *acc, const float *x, size_t n, float scale, float *acc_absmax,
-                               float *x_absmax) {
-    const int avx2 = use_avx2();
-    const long nchunks = (long)((n + MBLOCK - 1) / MBLOCK);
-    uint32_t ma = 0, mx = 0;
-#pragma omp parallel for schedule(static) reduction(max : ma, mx) if (n > PAR_MIN)
-    for (long c = 0; c < nchunks; c++) {
-        size_t i0 = (size_t)c * MBLOCK, len = n - i0 < MBLOCK ? n - i0 : MBLOCK;
-        uint32_t a = 0, b = 0;
-        if (avx2)
-            mpx_k_accumulate_absmax_avx2(acc + i0, x + i0, len, scale, &a, &b);
-        else
-            mpx_k_accumulate_absmax_c(acc + i0, x + i0, len, scale, &a, &b);
-        ma = a > ma ? a : ma;
-        mx = b > mx ? b : mx;
-    }
-    if (acc_absmax) *acc_absmax = bits_value(ma);
-    if (x_absmax) *x_absmax = bits_value(mx);
-}
 
 /* Counts per binade: bin e + BIAS holds |x| in [2^e, 2^(e+1)), e from -149 (the smallest FP32
  * subnormal) to 127, and bin 128 + BIAS holds Inf; `exact` counts the values equal to 2^e. */

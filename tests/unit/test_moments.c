@@ -230,7 +230,8 @@ static void test_accumulate_absmax(void) {
     free(ref);
 }
 
-/* The AVX2 and portable magnitude loops give the same bits: every length 0..40 (vector bodies
+/* The AVX2 and portable merge loops (absmax, accumulate_absmax, then accumulate on top) give
+ * the same bits: every length 0..40 (vector bodies
  * and tails) and one long threaded one, with NaN, +-Inf, -0, subnormals and the largest finite
  * value placed in the vector part and in the tail. On a CPU without AVX2 both runs take the
  * portable path and the check says so. */
@@ -255,9 +256,11 @@ static void test_vector_matches_portable(void) {
             memcpy(acc_c, acc0, n * sizeof *acc0);
             float v_abs = mpx_absmax_f32(x, n);
             mpx_accumulate_absmax_f32(acc_v, x, n, 0x1p-3f, &va, &vx);
+            mpx_accumulate_f32(acc_v, x, n, 3.0f);
             mpx_convert_force_portable(1);
             float c_abs = mpx_absmax_f32(x, n);
             mpx_accumulate_absmax_f32(acc_c, x, n, 0x1p-3f, &ca, &cx);
+            mpx_accumulate_f32(acc_c, x, n, 3.0f);
             mpx_convert_force_portable(0);
             CHECK(memcmp(&v_abs, &c_abs, sizeof v_abs) == 0, "n %zu special %d: absmax %g vs %g", n,
                   sp, (double)v_abs, (double)c_abs);

@@ -133,6 +133,9 @@ void mpx_moments_f32(const float *x, size_t n, mpx_moments *out);
  * One cheap pass (integer max on the bits): what a branch merge needs every step. */
 float mpx_absmax_f32(const float *x, size_t n);
 
+/* acc[i] += scale * x[i]: one multiply and one add per element on every CPU and thread count. */
+void mpx_accumulate_f32(float *acc, const float *x, size_t n, float scale);
+
 /* A branch merge's one pass: acc[i] += scale * x[i] (one multiply and one add: the bits of a
  * plain accumulation) while measuring max |acc| before the sum and max |x|, with
  * mpx_absmax_f32's semantics, into *acc_absmax and *x_absmax (either may be NULL). */
