@@ -87,4 +87,14 @@ void mpx_k_accumulate_absmax_c(float *acc, const float *x, size_t n, float scale
 void mpx_k_accumulate_absmax_avx2(float *acc, const float *x, size_t n, float scale, uint32_t *ma,
                                   uint32_t *mx);
 
+/* The two passes of a block's moments over MPX_K_LANES interleaved lanes (element i goes to
+ * lane i % MPX_K_LANES; the caller initialises the lane arrays and combines them):
+ * lane_sums adds x into s[] in double and lowers mn[] / raises mx[] (NaN ignored: v < mn ? v :
+ * mn); lane_sqdev adds (x - mean)^2 into q[] (a multiply and an add, no fused multiply-add). */
+enum { MPX_K_LANES = 8 };
+void mpx_k_lane_sums_c(const float *x, size_t n, double *s, float *mn, float *mx);
+void mpx_k_lane_sums_avx2(const float *x, size_t n, double *s, float *mn, float *mx);
+void mpx_k_lane_sqdev_c(const float *x, size_t n, double mean, double *q);
+void mpx_k_lane_sqdev_avx2(const float *x, size_t n, double mean, double *q);
+
 #endif

@@ -119,3 +119,33 @@ void mpx_k_accumulate_absmax_c(float *restrict acc, const float *restrict x, siz
     *ma = a_max;
     *mx = x_max;
 }
+
+void mpx_k_lane_sums_c(const float *x, size_t n, double *s, float *mn, float *mx) {
+    size_t i = 0;
+    for (; i + MPX_K_LANES <= n; i += MPX_K_LANES)
+        for (int j = 0; j < MPX_K_LANES; j++) { /* independent lanes: the compiler vectorises */
+            const float v = x[i + j];
+            s[j] += v;
+            mn[j] = v < mn[j] ? v : mn[j]; /* comparisons with NaN are false: NaN is ignored */
+            mx[j] = v > mx[j] ? v : mx[j];
+        }
+    for (int j = 0; i < n; i++, j++) {
+        const float v = x[i];
+        s[j] += v;
+        mn[j] = v < mn[j] ? v : mn[j];
+        mx[j] = v > mx[j] ? v : mx[j];
+    }
+}
+
+void mpx_k_lane_sqdev_c(const float *x, size_t n, double mean, double *q) {
+    size_t i = 0;
+    for (; i + MPX_K_LANES <= n; i += MPX_K_LANES)
+        for (int j = 0; j < MPX_K_LANES; j++) {
+            const double d = (double)x[i + j] - mean;
+            q[j] += d * d;
+        }
+    for (int j = 0; i < n; i++, j++) {
+        const double d = (double)x[i] - mean;
+        q[j] += d * d;
+    }
+}

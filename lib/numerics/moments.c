@@ -4,7 +4,7 @@
  *
  * Determinism: the array is cut into fixed blocks of MBLOCK elements whatever the thread count;
  * each block is reduced in double on its own (two passes: sum, then squared deviations from the
- * block mean, each over LANES fixed interleaved accumulators), and the block partials are merged
+ * block mean, each over MPX_K_LANES fixed interleaved accumulators), and the block partials are merged
  * strictly in block order (Chan et al.'s pairwise update). The result therefore depends on n
  * and the data only, never on the threads.
  */
@@ -12,7 +12,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "lib/numerics/kernels.h"
 #include "mpx/numerics.h"
+#include "mpx/runtime.h"
 
 enum {
     MBLOCK = 4096, /* elements per block partial */
@@ -26,52 +28,28 @@ typedef struct {
     int all_finite;
 } partial;
 
-/* One block: sum and squared deviations in double over LANES interleaved accumulators (fixed
- * lanes, so the order, and the result, depend on the data only; independent chains, so the
- * compiler vectorises them and no add waits on the previous one). Extremes per lane too.
- * max |x| and the finite flag need no work of their own: a NaN fails every comparison, so
- * min/max ignore it as absmax must, and max |x| = max(-min, max); a sum of finite floats
- * cannot overflow a double, so the block is all finite exactly when its sum is finite. */
-enum { LANES = 8 };
-
-static void block_partial(const float *x, size_t m, partial *p) {
-    double s[LANES] = {0};
-    float mn[LANES], mx[LANES];
-    for (int j = 0; j < LANES; j++) mn[j] = INFINITY, mx[j] = -INFINITY;
-    size_t i = 0;
-    for (; i + LANES <= m; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            float v = x[i + j];
-            s[j] += v;
-            mn[j] = v < mn[j] ? v : mn[j]; /* comparisons with NaN are false: NaN is ignored */
-            mx[j] = v > mx[j] ? v : mx[j];
-        }
-    for (int j = 0; i < m; i++, j++) {
-        float v = x[i];
-        s[j] += v;
-        mn[j] = v < mn[j] ? v : mn[j];
-        mx[j] = v > mx[j] ? v : mx[j];
-    }
+/* One block: sum and squared deviations in double over MPX_K_LANES interleaved accumulators
+ * (fixed lanes, so the order, and the result, depend on the data only; independent chains, so
+ * no add waits on the previous one), extremes per lane too (kernels.h; the AVX2 loops give the
+ * same bits). max |x| and the finite flag need no work of their own: a NaN fails every
+ * comparison, so min/max ignore it as absmax must, and max |x| = max(-min, max); a sum of
+ * finite floats cannot overflow a double, so the block is all finite exactly when its sum is. */
+static void block_partial(const float *x, size_t m, int avx2, partial *p) {
+    double s[MPX_K_LANES] = {0}, q[MPX_K_LANES] = {0};
+    float mn[MPX_K_LANES], mx[MPX_K_LANES];
+    for (int j = 0; j < MPX_K_LANES; j++) mn[j] = INFINITY, mx[j] = -INFINITY;
+    (avx2 ? mpx_k_lane_sums_avx2 : mpx_k_lane_sums_c)(x, m, s, mn, mx);
     double sum = 0;
     float lo = INFINITY, hi = -INFINITY;
-    for (int j = 0; j < LANES; j++) {
+    for (int j = 0; j < MPX_K_LANES; j++) {
         sum += s[j];
         lo = mn[j] < lo ? mn[j] : lo;
         hi = mx[j] > hi ? mx[j] : hi;
     }
     const double mean = sum / (double)m;
-    double q[LANES] = {0};
-    for (i = 0; i + LANES <= m; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            double d = (double)x[i + j] - mean;
-            q[j] += d * d;
-        }
-    for (int j = 0; i < m; i++, j++) {
-        double d = (double)x[i] - mean;
-        q[j] += d * d;
-    }
+    (avx2 ? mpx_k_lane_sqdev_avx2 : mpx_k_lane_sqdev_c)(x, m, mean, q);
     double m2 = 0;
-    for (int j = 0; j < LANES; j++) m2 += q[j];
+    for (int j = 0; j < MPX_K_LANES; j++) m2 += q[j];
     p->n = (double)m;
     p->mean = mean;
     p->m2 = m2;
@@ -95,6 +73,7 @@ static void merge(partial *acc, const partial *p) {
 }
 
 void mpx_moments_f32(const float *x, size_t n, mpx_moments *out) {
+    const int avx2 = mpx_cpu()->avx2 && mpx_impl_current() != MPX_IMPL_C;
     partial acc = {0, 0, 0, INFINITY, -INFINITY, 0, 1};
     partial parts[GROUP];
     const size_t nblocks = (n + MBLOCK - 1) / MBLOCK;
@@ -103,7 +82,7 @@ void mpx_moments_f32(const float *x, size_t n, mpx_moments *out) {
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
         for (long b = 0; b < ng; b++) {
             size_t i0 = (g0 + (size_t)b) * MBLOCK;
-            block_partial(x + i0, n - i0 < MBLOCK ? n - i0 : MBLOCK, &parts[b]);
+            block_partial(x + i0, n - i0 < MBLOCK ? n - i0 : MBLOCK, avx2, &parts[b]);
         }
         for (long b = 0; b < ng; b++) merge(&acc, &parts[b]);
     }

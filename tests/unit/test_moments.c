@@ -230,8 +230,8 @@ static void test_accumulate_absmax(void) {
     free(ref);
 }
 
-/* The AVX2 and portable merge loops (absmax, accumulate_absmax, then accumulate on top) give
- * the same bits: every length 0..40 (vector bodies
+/* The AVX2 and portable loops (absmax, accumulate_absmax, accumulate on top, then the moments
+ * of the sum) give the same bits: every length 0..40 (vector bodies
  * and tails) and one long threaded one, with NaN, +-Inf, -0, subnormals and the largest finite
  * value placed in the vector part and in the tail. On a CPU without AVX2 both runs take the
  * portable path and the check says so. */
@@ -257,11 +257,19 @@ static void test_vector_matches_portable(void) {
             float v_abs = mpx_absmax_f32(x, n);
             mpx_accumulate_absmax_f32(acc_v, x, n, 0x1p-3f, &va, &vx);
             mpx_accumulate_f32(acc_v, x, n, 3.0f);
+            mpx_moments mv, mc;
+            memset(&mv, 0, sizeof mv);
+            memset(&mc, 0, sizeof mc);
+            mpx_moments_f32(acc_v, n, &mv);
             mpx_convert_force_portable(1);
             float c_abs = mpx_absmax_f32(x, n);
             mpx_accumulate_absmax_f32(acc_c, x, n, 0x1p-3f, &ca, &cx);
             mpx_accumulate_f32(acc_c, x, n, 3.0f);
+            mpx_moments_f32(acc_c, n, &mc);
             mpx_convert_force_portable(0);
+            CHECK(memcmp(&mv, &mc, sizeof mv) == 0,
+                  "n %zu special %d: moments differ (mean %.17g vs %.17g, std %.17g vs %.17g)", n, sp,
+                  mv.mean, mc.mean, mv.std, mc.std);
             CHECK(memcmp(&v_abs, &c_abs, sizeof v_abs) == 0, "n %zu special %d: absmax %g vs %g", n,
                   sp, (double)v_abs, (double)c_abs);
             CHECK(memcmp(&va, &ca, sizeof va) == 0 && memcmp(&vx, &cx, sizeof vx) == 0,
