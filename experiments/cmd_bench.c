@@ -21,7 +21,9 @@ static void help(void) {
            "  --steps N      measured rounds (default 10); --warmup N rounds first (default 2)\n"
            "  --modes LIST   precision modes to compare (default: the config's)\n"
            "  --overheads    also time statistics every step and adaptive scaling (update every\n"
-           "                 step / cached) and derive their overhead at every 1 and 100 steps\n"
+           "                 step / cached) and derive their overhead at every 1 and 100 steps:\n"
+           "                 per-round paired estimates, their median and a 95%% interval\n"
+           "                 (needs --steps >= 6; more rounds narrow it)\n"
            "  --profile      per-op time and GFLOP/s of each precision mode (the backend is\n"
            "                 synchronised around every op, so the rounds run slower)\n"
            "  --json FILE    write the results as JSON too\n");
