@@ -39,6 +39,23 @@ for model in resnet50 bert ssd; do
   # Re-running does not redo finished runs.
   bash "$root/experiments/run_experiment.sh" $model smoke 1 > "$tmp/$model.log2" 2>&1
   check "[ \$(grep -c 'done already' \"$tmp/$model.log2\") -eq ${#methods[@]} ]" "$model: finished runs were redone"
+  if [ "$model" = resnet50 ]; then
+    # Two runs at a time, a subset of the methods: both finish, each logs to <run>.log; an
+    # unknown method is refused before anything runs.
+    rm -f "$RESULTS/$model/smoke/"{fp32,fp16_none}-s0.{h5,h5.done,ckpt}
+    PARALLEL=2 METHODS="fp32 fp16_none" bash "$root/experiments/run_experiment.sh" $model smoke 1 \
+      > "$tmp/$model.log3" 2>&1
+    rc=$?
+    check "[ $rc -eq 0 ]" "$model: PARALLEL=2 run_experiment exited $rc: $(tail -5 "$tmp/$model.log3")"
+    check "[ \$(grep -c ': finished' \"$tmp/$model.log3\") -eq 2 ]" "$model: PARALLEL=2 did not finish both runs"
+    for m in fp32 fp16_none; do
+      check "[ -f \"$RESULTS/$model/smoke/$m-s0.h5.done\" ] && grep -q '^step' \"$RESULTS/$model/smoke/$m-s0.log\"" \
+        "$model: PARALLEL=2 run $m has no .done or no log"
+    done
+    METHODS="fp32 nosuch" bash "$root/experiments/run_experiment.sh" $model smoke 1 > "$tmp/$model.log4" 2>&1
+    rc=$?
+    check "[ $rc -eq 2 ] && grep -q \"METHODS: 'nosuch'\" \"$tmp/$model.log4\"" "$model: unknown METHODS entry gave exit $rc"
+  fi
 done
 [ "$ran" -eq 0 ] && { echo "no dataset available: skipped"; exit 77; }
 echo "test_experiment_smoke.sh: $checks checks, $fails failed"
