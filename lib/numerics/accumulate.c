@@ -10,11 +10,8 @@
 
 #include "lib/numerics/kernels.h"
 #include "mpx/numerics.h"
-#include "mpx/runtime.h"
 
 enum { CHUNK = 4096, PAR_MIN = 1 << 16 };
-
-static int use_avx2(void) { return mpx_cpu()->avx2 && mpx_impl_current() != MPX_IMPL_C; }
 
 static float bits_value(uint32_t m) {
     if (m >= 0x7f800000u) return INFINITY; /* Inf or NaN */
@@ -25,7 +22,7 @@ static float bits_value(uint32_t m) {
 float mpx_absmax_f32(const float *x, size_t n) {
     /* The integer max of the sign-cleared bits (kernels.h): exact, no NaN case; max is
      * order-free, so the threads do not change it. */
-    const int avx2 = use_avx2();
+    const int avx2 = mpx_impl_avx2();
     const long nchunks = (long)((n + CHUNK - 1) / CHUNK);
     uint32_t m = 0;
 #pragma omp parallel for schedule(static) reduction(max : m) if (n > PAR_MIN)
@@ -38,7 +35,7 @@ float mpx_absmax_f32(const float *x, size_t n) {
 }
 
 void mpx_accumulate_f32(float *acc, const float *x, size_t n, float scale) {
-    const int avx2 = use_avx2();
+    const int avx2 = mpx_impl_avx2();
     const long nchunks = (long)((n + CHUNK - 1) / CHUNK);
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (long c = 0; c < nchunks; c++) {
@@ -52,7 +49,7 @@ void mpx_accumulate_f32(float *acc, const float *x, size_t n, float scale) {
 
 void mpx_accumulate_absmax_f32(float *acc, const float *x, size_t n, float scale, float *acc_absmax,
                                float *x_absmax) {
-    const int avx2 = use_avx2();
+    const int avx2 = mpx_impl_avx2();
     const long nchunks = (long)((n + CHUNK - 1) / CHUNK);
     uint32_t ma = 0, mx = 0;
 #pragma omp parallel for schedule(static) reduction(max : ma, mx) if (n > PAR_MIN)

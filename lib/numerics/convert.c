@@ -42,6 +42,8 @@ mpx_impl mpx_impl_current(void) {
     return best < g_cap ? best : g_cap;
 }
 
+int mpx_impl_avx2(void) { return mpx_cpu()->avx2 && mpx_impl_current() != MPX_IMPL_C; }
+
 const char *mpx_convert_impl(void) {
     switch (mpx_impl_current()) {
     case MPX_IMPL_AVX512: return "avx512";

@@ -20,6 +20,9 @@ typedef enum { MPX_IMPL_C = 0, MPX_IMPL_F16C, MPX_IMPL_AVX512 } mpx_impl;
 
 /* The implementation to use now: the best the CPU has, or C when forced portable. */
 mpx_impl mpx_impl_current(void);
+/* Whether the AVX2 loops (merge sums, magnitudes, moments) may run now: the CPU has AVX2 and
+ * the portable path is not forced. */
+int mpx_impl_avx2(void);
 
 /* dst[i] = code of (scale * src[i]) under RNE; n elements. */
 typedef void (*mpx_encode16_fn)(const float *src, float scale, uint16_t *dst, size_t n);

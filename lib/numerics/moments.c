@@ -4,8 +4,8 @@
  *
  * Determinism: the array is cut into fixed blocks of MBLOCK elements whatever the thread count;
  * each block is reduced in double on its own (two passes: sum, then squared deviations from the
- * block mean, each over MPX_K_LANES fixed interleaved accumulators), and the block partials are merged
- * strictly in block order (Chan et al.'s pairwise update). The result therefore depends on n
+ * block mean, each over MPX_K_LANES fixed interleaved accumulators), and the block partials are
+ * merged strictly in block order (Chan et al.'s pairwise update). The result therefore depends on n
  * and the data only, never on the threads.
  */
 #include <math.h>
@@ -14,7 +14,6 @@
 
 #include "lib/numerics/kernels.h"
 #include "mpx/numerics.h"
-#include "mpx/runtime.h"
 
 enum {
     MBLOCK = 4096, /* elements per block partial */
@@ -73,7 +72,7 @@ static void merge(partial *acc, const partial *p) {
 }
 
 void mpx_moments_f32(const float *x, size_t n, mpx_moments *out) {
-    const int avx2 = mpx_cpu()->avx2 && mpx_impl_current() != MPX_IMPL_C;
+    const int avx2 = mpx_impl_avx2();
     partial acc = {0, 0, 0, INFINITY, -INFINITY, 0, 1};
     partial parts[GROUP];
     const size_t nblocks = (n + MBLOCK - 1) / MBLOCK;
