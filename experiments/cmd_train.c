@@ -179,6 +179,11 @@ int cmd_train(int argc, char **argv) {
         return EXIT_DIVERGED;
     }
     if (st != MPX_OK) return cli_error("train", st);
+    if (resume && res.start_step == rc.train.steps) {
+        printf("%s: already complete (checkpoint '%s' is at step %lld = train.steps); nothing "
+               "to train\n", out, resume, (long long)res.start_step);
+        return EXIT_OK;
+    }
     printf("%s: %lld steps, final loss %.4f, metric %.2f%%, %lld skipped, %.1f samples/s\n", out,
            (long long)res.steps_done, res.final_loss, res.final_metric, (long long)res.skipped,
            res.samples_per_s);

@@ -430,8 +430,8 @@ fail:
     return st;
 }
 
-/* Open all members of a series and cut each to `kept` rows, counted on its step column (the
- * last member; see runlog_schema.h). */
+/* Open all members of a series and cut each to its rows of step <= keep (`kept` rows), counted
+ * on its step column (the last member; see runlog_schema.h). */
 static mpx_status reopen_series(mpx_runlog *r, const rl_dset *ds, int n, hid_t *h, int64_t keep,
                                 hsize_t *kept) {
     mpx_status st = MPX_OK;
@@ -475,7 +475,7 @@ static mpx_status check_layers(mpx_runlog *r, const mpx_runlog_meta *meta) {
     return st;
 }
 
-mpx_status mpx_runlog_reopen(const char *path, const mpx_runlog_meta *meta, int64_t keep_until_step,
+mpx_status mpx_runlog_reopen(const char *path, const mpx_runlog_meta *meta, int64_t resume_step,
                              mpx_runlog **out) {
     mpx_status st = MPX_OK;
     mpx_runlog *r = NULL;
@@ -502,9 +502,9 @@ mpx_status mpx_runlog_reopen(const char *path, const mpx_runlog_meta *meta, int6
         goto fail;
     }
     if ((st = check_layers(r, meta)) != MPX_OK) goto fail;
-    if ((st = reopen_series(r, rl_train, RL_N_TRAIN, r->train, keep_until_step, &r->n_train)) ||
-        (st = reopen_series(r, rl_eval, RL_N_EVAL, r->eval, keep_until_step, &r->n_eval)) ||
-        (st = reopen_series(r, rl_stats, RL_N_STATS, r->stats, keep_until_step, &r->n_stats)))
+    if ((st = reopen_series(r, rl_train, RL_N_TRAIN, r->train, resume_step - 1, &r->n_train)) ||
+        (st = reopen_series(r, rl_eval, RL_N_EVAL, r->eval, resume_step, &r->n_eval)) ||
+        (st = reopen_series(r, rl_stats, RL_N_STATS, r->stats, resume_step - 1, &r->n_stats)))
         goto fail;
     /* A resumed run is running again: an earlier stop reason no longer describes it. */
     H5_TRY(stopped = H5Aexists(r->file, "stopped"), MPX_ERR_IO, "%s: root attributes", r->where);

@@ -102,6 +102,7 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
     int bad_streak = 0;
     double last_loss = NAN, underflow = 0;
     mpx_status st = MPX_OK;
+    res->steps_done = start;
     for (int64_t step = start; step < steps; step++) {
         double t0 = mpx_now();
         MPX_TRY(task->fetch(&t->task));
@@ -199,11 +200,14 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
         st = mpx_checkpoint_read(o->resume, &ck);
         start = ck.step;
         if (st == MPX_OK) st = mpx_graph_sync_weights(t.g, start);
-        if (st == MPX_OK && start >= rc->train.steps)
+        /* A checkpoint at exactly train.steps is a finished run (its final evaluation was
+         * flushed before the checkpoint was written): resuming it trains nothing. */
+        if (st == MPX_OK && start > rc->train.steps)
             st = mpx_fail(MPX_ERR_INPUT, "checkpoint '%s' is at step %lld; train.steps is %lld",
                           o->resume, (long long)start, (long long)rc->train.steps);
     }
-    if (st == MPX_OK) st = open_log(&t, o->resume ? start - 1 : -1);
+    res->start_step = start;
+    if (st == MPX_OK) st = open_log(&t, o->resume ? start : -1);
     if (st == MPX_OK) st = t.task.ops->start(&t.task, ck.loader);
     if (st == MPX_OK) st = train_loop(&t, start, res);
 

@@ -2,7 +2,8 @@
 # test_train.sh — `mpx train` end to end on a tiny synthetic-data ResNet:
 #   every precision mode and scaling method writes a run file with the DESIGN.md §6 layout
 #   (checked with h5dump -H), `mpx export underflow` has one row per (stats step, layer);
-#   resuming from a checkpoint reproduces an uninterrupted run bit for bit;
+#   resuming from a checkpoint reproduces an uninterrupted run bit for bit, evaluations included;
+#   resuming a finished run trains nothing and leaves its file as it was;
 #   a run killed with SIGKILL leaves a file h5dump reads, holding its flushed rows, and resumes.
 set -u
 MPX=${MPX:?MPX must point to the mpx binary}
@@ -76,6 +77,25 @@ check "[ $? -eq 0 ]" "resume failed"
 "$MPX" export "$tmp/part.h5" train | cut -f1,2,4,5 > "$tmp/part.tsv"
 check "cmp -s \"$tmp/full.tsv\" \"$tmp/part.tsv\"" "resumed losses differ from the uninterrupted run: $(diff "$tmp/full.tsv" "$tmp/part.tsv" | head -4)"
 check "[ \"\$(\"$MPX\" eval \"$tmp/full.h5\" | tail -2)\" = \"\$(\"$MPX\" eval \"$tmp/part.h5\" | tail -2)\" ]" "resumed weights differ (eval)"
+# ...with every evaluation, the one at the checkpoint's step included.
+"$MPX" export "$tmp/full.h5" eval > "$tmp/full-eval.tsv"
+"$MPX" export "$tmp/part.h5" eval > "$tmp/part-eval.tsv"
+check "cmp -s \"$tmp/full-eval.tsv\" \"$tmp/part-eval.tsv\"" "resumed evaluations differ: $(diff "$tmp/full-eval.tsv" "$tmp/part-eval.tsv" | head -4)"
+# Resuming a finished run (its checkpoint at train.steps) trains nothing and keeps the file.
+out=$("$MPX" train "$tmp/base.cfg" precision.mode=fp16 precision.scaling=adaptive precision.update_every=2 \
+  --resume "$tmp/part.ckpt" 2>/dev/null)
+check "[ $? -eq 0 ]" "resuming a finished run failed"
+check "echo \"\$out\" | grep -q 'already complete'" "resuming a finished run: no 'already complete' in: $out"
+"$MPX" export "$tmp/part.h5" train | cut -f1,2,4,5 > "$tmp/again.tsv"
+"$MPX" export "$tmp/part.h5" eval > "$tmp/again-eval.tsv"
+check "cmp -s \"$tmp/part.tsv\" \"$tmp/again.tsv\" && cmp -s \"$tmp/part-eval.tsv\" \"$tmp/again-eval.tsv\"" "resuming a finished run changed its run file"
+# A checkpoint beyond train.steps is refused (exit 2, naming it), the file untouched.
+err=$("$MPX" train "$tmp/base.cfg" precision.mode=fp16 precision.scaling=adaptive precision.update_every=2 \
+  train.steps=4 --resume "$tmp/part.ckpt" 2>&1 >/dev/null)
+check "[ $? -eq 2 ]" "resuming past train.steps: want exit 2"
+check "echo \"\$err\" | grep -q 'part.ckpt.*step 6.*train.steps is 4'" "resuming past train.steps: message: $err"
+"$MPX" export "$tmp/part.h5" train | cut -f1,2,4,5 > "$tmp/again.tsv"
+check "cmp -s \"$tmp/part.tsv\" \"$tmp/again.tsv\"" "a refused resume changed the run file"
 
 # SIGKILL mid-run: the file stays readable with its flushed rows; the run resumes.
 "$MPX" train "$tmp/base.cfg" train.steps=400 log.stats_every=5 train.eval_every=0 train.checkpoint_every=10 \

@@ -510,12 +510,14 @@ static void check_exports(const char *path) {
 
 /* ---- resume ---- */
 
+/* Resume at step 10 of the standard run: /train and /stats keep steps < 10, /eval keeps the
+ * evaluation at 10 (made after 10 steps, before a checkpoint at 10 would be written). */
 static void check_reopen(const char *path) {
     mpx_runlog_meta meta = make_meta();
     mpx_runlog *r = NULL;
-    CHECK_OK(mpx_runlog_reopen(path, &meta, 8, &r));
+    CHECK_OK(mpx_runlog_reopen(path, &meta, 10, &r));
     if (!r) return;
-    for (int i = 9; i <= 12; i++) {
+    for (int i = 10; i <= 12; i++) {
         mpx_train_row row = train_row(i);
         row.loss = 9.0f; /* marks the resumed rows */
         CHECK_OK(mpx_runlog_train(r, &row));
@@ -529,7 +531,7 @@ static void check_reopen(const char *path) {
 
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     REQUIRE_VOID(f >= 0, "cannot open %s after resume", path);
-    int64_t step[12] = {0}, ss[3] = {0}, es[2] = {0};
+    int64_t step[12] = {0}, ss[3] = {0}, es[3] = {0};
     float loss[12] = {0};
     CHECK(series_rows(f, "/train/step") == 12 && series_rows(f, "/train/wall_s") == 12,
           "resumed /train has %llu rows, want 12",
@@ -537,7 +539,7 @@ static void check_reopen(const char *path) {
     read_all(f, "/train/step", H5T_NATIVE_INT64, step);
     read_all(f, "/train/loss", H5T_NATIVE_FLOAT, loss);
     for (int i = 0; i < 12; i++)
-        CHECK(step[i] == i + 1 && loss[i] == (i < 8 ? train_row(i + 1).loss : 9.0f),
+        CHECK(step[i] == i + 1 && loss[i] == (i < 9 ? train_row(i + 1).loss : 9.0f),
               "resumed /train row %d: step %lld loss %g", i, (long long)step[i], (double)loss[i]);
     hsize_t k2[2] = {3, L}, k3[3] = {3, L, MPX_HIST_BINS};
     CHECK(series_rows(f, "/stats/step") == 3, "resumed /stats has %llu rows",
@@ -547,15 +549,15 @@ static void check_reopen(const char *path) {
     read_all(f, "/stats/step", H5T_NATIVE_INT64, ss);
     CHECK(ss[0] == 4 && ss[1] == 8 && ss[2] == 12, "resumed /stats/step %lld %lld %lld",
           (long long)ss[0], (long long)ss[1], (long long)ss[2]);
-    CHECK(series_rows(f, "/eval/step") == 2 && series_rows(f, "/eval/metric") == 2,
-          "resumed /eval rows");
+    CHECK(series_rows(f, "/eval/step") == 3 && series_rows(f, "/eval/metric") == 3,
+          "resumed /eval has %llu rows, want 3", (unsigned long long)series_rows(f, "/eval/step"));
     read_all(f, "/eval/step", H5T_NATIVE_INT64, es);
-    CHECK(es[0] == 5 && es[1] == 12, "resumed /eval/step %lld %lld", (long long)es[0],
-          (long long)es[1]);
+    CHECK(es[0] == 5 && es[1] == 10 && es[2] == 12, "resumed /eval/step %lld %lld %lld",
+          (long long)es[0], (long long)es[1], (long long)es[2]);
     check_str_attr(f, "stopped", "diverged at step 12");
     H5Fclose(f);
 
-    /* Resuming again clears the stop reason; keep_until_step 0 drops every row. */
+    /* Resuming again clears the stop reason; resuming at step 0 drops every row. */
     CHECK_OK(mpx_runlog_reopen(path, &meta, 0, &r));
     CHECK_OK(mpx_runlog_close(r));
     char *v = NULL;
@@ -565,7 +567,7 @@ static void check_reopen(const char *path) {
     f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     CHECK(series_rows(f, "/train/step") == 0 && series_rows(f, "/stats/step") == 0 &&
               series_rows(f, "/stats/act_grad_hist") == 0 && series_rows(f, "/eval/loss") == 0,
-          "keep_until_step 0 left rows");
+          "resuming at step 0 left rows");
     H5Fclose(f);
 
     /* A different layer table is refused. */

@@ -148,7 +148,7 @@ static void check_file(const char *path, const scenario *c, int have_h5dump) {
     /* ...and a resumed run continues it. */
     mpx_runlog_meta meta = make_meta();
     mpx_runlog *r = NULL;
-    CHECK_OK(mpx_runlog_reopen(path, &meta, c->train_rows, &r));
+    CHECK_OK(mpx_runlog_reopen(path, &meta, c->train_rows + 1, &r)); /* after its last row */
     if (!r) return;
     mpx_train_row row = {.step = c->train_rows + 1, .loss = 1.0f};
     CHECK_OK(mpx_runlog_train(r, &row));

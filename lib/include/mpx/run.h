@@ -111,6 +111,7 @@ typedef struct {
 } mpx_train_opts;
 
 typedef struct {
+    int64_t start_step;      /* the step training started at (the checkpoint's when resuming) */
     int64_t steps_done, skipped;
     double final_loss, final_metric, samples_per_s, wall_s;
     int stopped_early;       /* divergence stop */

@@ -40,11 +40,14 @@ typedef struct {
  * to pass --force, unless force != 0. mpx_version, git_commit and created_utc are added. */
 mpx_status mpx_runlog_create(const char *path, const mpx_runlog_meta *meta, int force,
                              mpx_runlog **out);
-/* Reopen a run file of ours to continue it (resume): rows with step > keep_until_step are
- * dropped from /train, /eval and /stats so the resumed run appends without duplicates. The
- * layer table must match (n_layers and names), else MPX_ERR_INPUT. Only meta's layer table
- * is used; the root attribute `stopped` is removed (the run is going again). */
-mpx_status mpx_runlog_reopen(const char *path, const mpx_runlog_meta *meta, int64_t keep_until_step,
+/* Reopen a run file of ours to continue it at step `resume_step` (a checkpoint's count of steps
+ * done), so that the resumed run appends without duplicates or gaps: /train and /stats rows of
+ * steps >= resume_step are dropped (their step is the step's index), /eval rows of steps >
+ * resume_step (an evaluation's step counts the steps done before it, so the one at
+ * resume_step was made, and flushed, before the checkpoint was written). The layer table must
+ * match (n_layers and names), else MPX_ERR_INPUT. Only meta's layer table is used; the root
+ * attribute `stopped` is removed (the run is going again). */
+mpx_status mpx_runlog_reopen(const char *path, const mpx_runlog_meta *meta, int64_t resume_step,
                              mpx_runlog **out);
 
 typedef struct {
