@@ -66,7 +66,7 @@ static void on_report(const mpx_step_report *r, void *ctx) {
     }
     if (p->progress < 0) return;
     int64_t done = r->step + 1;
-    double eta = r->samples_per_s > 0 ? r->elapsed_s / (double)done * (double)(r->steps - done) : -1;
+    double eta = r->samples_per_s > 0 ? r->eta_s : -1;
     char eta_s[32];
     fmt_eta(eta, eta_s, sizeof eta_s);
     char line[256];

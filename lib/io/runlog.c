@@ -54,6 +54,7 @@ struct mpx_runlog {
     int n_layers;
     hid_t train[RL_N_TRAIN], eval[RL_N_EVAL], stats[RL_N_STATS];
     hsize_t n_train, n_eval, n_stats; /* rows in the file */
+    double resumed_wall_s;            /* /train/wall_s of the last row a reopen kept */
     mpx_train_row *buf;               /* [RL_TRAIN_BUF] rows waiting for the next flush */
     int n_buf;
     unsigned char *scratch; /* one column of the buffer, or one stats row */
@@ -453,6 +454,23 @@ fail:
     return st;
 }
 
+/* One value of a [N] float64 dataset: row `row`. */
+static mpx_status read_f64_at(mpx_runlog *r, hid_t d, const char *name, hsize_t row, double *v) {
+    mpx_status st = MPX_OK;
+    hid_t fs = -1, ms = -1;
+    hsize_t start[1] = {row}, count[1] = {1};
+    H5_TRY(fs = H5Dget_space(d), MPX_ERR_IO, "%s: shape of %s", r->where, name);
+    H5_TRY(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL), MPX_ERR_IO,
+           "%s: selecting row %llu of %s", r->where, (unsigned long long)row, name);
+    H5_TRY(ms = H5Screate_simple(1, count, NULL), MPX_ERR_IO, "%s: a row of %s", r->where, name);
+    H5_TRY(H5Dread(d, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, v), MPX_ERR_IO, "%s: reading %s",
+           r->where, name);
+fail:
+    mpx_h5_close(ms);
+    mpx_h5_close(fs);
+    return st;
+}
+
 static mpx_status check_layers(mpx_runlog *r, const mpx_runlog_meta *meta) {
     int64_t n = 0;
     char **names = NULL;
@@ -506,6 +524,10 @@ mpx_status mpx_runlog_reopen(const char *path, const mpx_runlog_meta *meta, int6
         (st = reopen_series(r, rl_eval, RL_N_EVAL, r->eval, resume_step, &r->n_eval)) ||
         (st = reopen_series(r, rl_stats, RL_N_STATS, r->stats, resume_step - 1, &r->n_stats)))
         goto fail;
+    if (r->n_train > 0 &&
+        (st = read_f64_at(r, r->train[RL_TR_WALL], rl_train[RL_TR_WALL].path, r->n_train - 1,
+                          &r->resumed_wall_s)) != MPX_OK)
+        goto fail;
     /* A resumed run is running again: an earlier stop reason no longer describes it. */
     H5_TRY(stopped = H5Aexists(r->file, "stopped"), MPX_ERR_IO, "%s: root attributes", r->where);
     if (stopped)
@@ -523,6 +545,8 @@ fail:
     }
     return st;
 }
+
+double mpx_runlog_resumed_wall_s(const mpx_runlog *r) { return r ? r->resumed_wall_s : 0.0; }
 
 /* ---- appending ---- */
 

@@ -102,6 +102,9 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
     int bad_streak = 0;
     double last_loss = NAN, underflow = 0;
     mpx_status st = MPX_OK;
+    /* A resumed run continues its clock (the run file's wall_s); its speed is this process's. */
+    t->train_time = mpx_runlog_resumed_wall_s(t->log);
+    const double time0 = t->train_time;
     res->steps_done = start;
     for (int64_t step = start; step < steps; step++) {
         double t0 = mpx_now();
@@ -132,8 +135,10 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
             MPX_TRY(mpx_runlog_stats(t->log, step, t->stats));
             underflow = pooled_underflow(t);
         }
+        const double run_time = t->train_time - time0;
         mpx_step_report r = {step, steps, loss, lr, scale, skip,
-                             (double)(step - start + 1) * B / t->train_time, t->train_time,
+                             (double)(step - start + 1) * B / run_time, t->train_time,
+                             run_time / (double)(step - start + 1) * (double)(steps - step - 1),
                              0, 0, 0, NULL, stats_due, underflow};
         report(t, &r);
 
@@ -175,7 +180,9 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
     res->final_loss = last_loss;
     res->skipped = t->scaler.skipped;
     res->wall_s = t->train_time;
-    res->samples_per_s = t->train_time > 0 ? (double)(res->steps_done - start) * B / t->train_time : 0;
+    res->samples_per_s = t->train_time > time0
+                             ? (double)(res->steps_done - start) * B / (t->train_time - time0)
+                             : 0;
     return st;
 }
 

@@ -77,6 +77,8 @@ check "[ $? -eq 0 ]" "resume failed"
 "$MPX" export "$tmp/part.h5" train | cut -f1,2,4,5 > "$tmp/part.tsv"
 check "cmp -s \"$tmp/full.tsv\" \"$tmp/part.tsv\"" "resumed losses differ from the uninterrupted run: $(diff "$tmp/full.tsv" "$tmp/part.tsv" | head -4)"
 check "[ \"\$(\"$MPX\" eval \"$tmp/full.h5\" | tail -2)\" = \"\$(\"$MPX\" eval \"$tmp/part.h5\" | tail -2)\" ]" "resumed weights differ (eval)"
+# ...continuing the run's clock (wall_s never goes back)...
+check "\"$MPX\" export \"$tmp/part.h5\" train | awk -F'\t' 'NR > 2 && \$7 < prev { bad = 1 } { prev = \$7 } END { exit bad }'" "the resumed run's wall_s went back: $("$MPX" export "$tmp/part.h5" train | cut -f1,7 | tr '\n' ' ')"
 # ...with every evaluation, the one at the checkpoint's step included.
 "$MPX" export "$tmp/full.h5" eval > "$tmp/full-eval.tsv"
 "$MPX" export "$tmp/part.h5" eval > "$tmp/part-eval.tsv"

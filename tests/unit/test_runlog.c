@@ -517,6 +517,9 @@ static void check_reopen(const char *path) {
     mpx_runlog *r = NULL;
     CHECK_OK(mpx_runlog_reopen(path, &meta, 10, &r));
     if (!r) return;
+    CHECK(mpx_runlog_resumed_wall_s(r) == train_row(9).wall_s,
+          "the resumed clock starts at %g, want the kept row 9's %g", mpx_runlog_resumed_wall_s(r),
+          train_row(9).wall_s);
     for (int i = 10; i <= 12; i++) {
         mpx_train_row row = train_row(i);
         row.loss = 9.0f; /* marks the resumed rows */
@@ -559,6 +562,8 @@ static void check_reopen(const char *path) {
 
     /* Resuming again clears the stop reason; resuming at step 0 drops every row. */
     CHECK_OK(mpx_runlog_reopen(path, &meta, 0, &r));
+    CHECK(mpx_runlog_resumed_wall_s(r) == 0, "no row kept, yet the clock resumes at %g",
+          mpx_runlog_resumed_wall_s(r));
     CHECK_OK(mpx_runlog_close(r));
     char *v = NULL;
     CHECK(mpx_runlog_read_attr(path, "stopped", &v) == MPX_ERR_INPUT,

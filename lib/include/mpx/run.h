@@ -91,7 +91,8 @@ typedef struct {
     double loss, lr, loss_scale;
     int skipped;
     double samples_per_s;    /* average over the run so far, excluding evaluation */
-    double elapsed_s;        /* training wall time so far */
+    double elapsed_s;        /* training wall time so far (a resumed run's includes its past) */
+    double eta_s;            /* training time left at this process's speed */
     int is_eval;             /* 1: an evaluation just finished (eval_loss, eval_metric set) */
     double eval_loss, eval_metric;
     const char *metric_name; /* "top1" | "mlm_acc" | "mAP" */

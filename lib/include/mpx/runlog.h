@@ -49,6 +49,9 @@ mpx_status mpx_runlog_create(const char *path, const mpx_runlog_meta *meta, int 
  * attribute `stopped` is removed (the run is going again). */
 mpx_status mpx_runlog_reopen(const char *path, const mpx_runlog_meta *meta, int64_t resume_step,
                              mpx_runlog **out);
+/* The /train/wall_s of the last row mpx_runlog_reopen kept (0 for a created file, or when it
+ * kept none): a resumed run continues its training clock from there. */
+double mpx_runlog_resumed_wall_s(const mpx_runlog *r);
 
 typedef struct {
     int64_t step;
