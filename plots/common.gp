@@ -16,8 +16,8 @@ set style line 3 lc rgb "#7570b3" lw 2
 set style line 4 lc rgb "#e7298a" lw 2
 set style line 5 lc rgb "#66a61e" lw 2
 set style line 6 lc rgb "#e6ab02" lw 2
-set style line 7 lc rgb "#a6761d" lw 2
+set style line 7 lc rgb "#17becf" lw 2
 set style line 8 lc rgb "#666666" lw 2
 set style line 9 lc rgb "#1f78b4" lw 2
-set style line 10 lc rgb "#b15928" lw 2
+set style line 10 lc rgb "#000000" lw 2
 set style increment user
