@@ -23,15 +23,18 @@ static void help(void) {
            "  --overheads    also time statistics every step and adaptive scaling (update every\n"
            "                 step / cached) and derive their overhead at every 1 and 100 steps:\n"
            "                 per-round paired estimates, their median and a 95%% interval\n"
-           "                 (needs --steps >= 6; more rounds narrow it)\n"
+           "                 (needs --steps >= 6; more rounds narrow it); adaptive scaling\n"
+           "                 also from its own work timed in place (merges, factors), which\n"
+           "                 resolves overheads far below the step's spread\n"
            "  --profile      per-op time and GFLOP/s of each precision mode (the backend is\n"
            "                 synchronised around every op, so the rounds run slower)\n"
            "  --json FILE    write the results as JSON too\n");
 }
 
 /* JSON keys of the overheads, in mpx_overhead_kind order. */
-static const char *const overhead_keys[4] = {"stats_every_1", "stats_every_100",
-                                             "adaptive_update_every_1", "adaptive_update_every_100"};
+static const char *const overhead_keys[MPX_OVERHEAD_KINDS] = {
+    "stats_every_1",           "stats_every_100",           "adaptive_update_every_1",
+    "adaptive_update_every_100", "adaptive_update_every_1_parts", "adaptive_update_every_100_parts"};
 
 static void write_json(FILE *f, const char *config, const mpx_bench_result *r, int tokens) {
     fprintf(f, "{\n  \"config\": \"%s\",\n  \"mpx_version\": \"%s\",\n  \"git_commit\": \"%s\",\n", config,
@@ -55,7 +58,7 @@ static void write_json(FILE *f, const char *config, const mpx_bench_result *r, i
         /* each: the median over rounds, then its 95% interval ("ci95", null where the rounds
          * were too few to give one) */
         fprintf(f, ",\n  \"overheads\": {");
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < MPX_OVERHEAD_KINDS; q++) {
             fprintf(f, "%s\"%s\": %.6g, \"%s_ci95\": ", q ? ", " : "", overhead_keys[q], r->overhead[q],
                     overhead_keys[q]);
             if (isfinite(r->overhead_lo[q]) && isfinite(r->overhead_hi[q]))
@@ -150,11 +153,17 @@ int cmd_bench(int argc, char **argv) {
     }
     printf("peak RSS: %.1f MiB\n", r.peak_rss / 1048576.0);
     if (r.has_overheads) {
-        static const char *const what[4] = {"statistics every step", "statistics every 100 steps",
-                                            "adaptive scaling updated every step",
-                                            "adaptive scaling updated every 100 steps"};
+        static const char *const what[MPX_OVERHEAD_KINDS] = {
+            "statistics every step", "statistics every 100 steps",
+            "adaptive scaling updated every step", "adaptive scaling updated every 100 steps",
+            "  the same from its work timed in place", "  the same from its work timed in place"};
+        static const int order[MPX_OVERHEAD_KINDS] = {
+            MPX_OVERHEAD_STATS_EVERY_1,         MPX_OVERHEAD_STATS_EVERY_100,
+            MPX_OVERHEAD_ADAPTIVE_EVERY_1,      MPX_OVERHEAD_ADAPTIVE_EVERY_1_PARTS,
+            MPX_OVERHEAD_ADAPTIVE_EVERY_100,    MPX_OVERHEAD_ADAPTIVE_EVERY_100_PARTS};
         printf("overhead of the step (median over rounds, 95%% interval):\n");
-        for (int q = 0; q < 4; q++) {
+        for (int j = 0; j < MPX_OVERHEAD_KINDS; j++) {
+            const int q = order[j];
             printf("  %-41s %+8.3f%%", what[q], 100 * r.overhead[q]);
             if (isfinite(r.overhead_lo[q]) && isfinite(r.overhead_hi[q]))
                 printf("   [%+.3f%%, %+.3f%%]\n", 100 * r.overhead_lo[q], 100 * r.overhead_hi[q]);

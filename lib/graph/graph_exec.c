@@ -398,7 +398,11 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
     if (n->seeds_gradient) {
         n->s_prev = g->bw->loss_scale;
     } else {
-        if (out->n_consumers > 1) MPX_TRY(merge_branches(g, n->out));
+        if (out->n_consumers > 1) {
+            double t0 = g->time_scaling ? profile_clock(g) : 0;
+            MPX_TRY(merge_branches(g, n->out));
+            if (g->time_scaling) g->scaling_s += profile_clock(g) - t0;
+        }
         if (!out->grad_ready) return MPX_OK; /* no gradient reaches this node */
         n->s_prev = out->grad_scale;
     }
@@ -422,7 +426,9 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
             ls->w_max = mw.max;
         }
     }
+    double t0 = g->time_scaling ? profile_clock(g) : 0;
     MPX_TRY(layer_factor(g, n, &dy, &w0, pmg, pmw));
+    if (g->time_scaling) g->scaling_s += profile_clock(g) - t0;
 
     MPX_TRY(node_backward(g, n, n->seeds_gradient ? NULL : &dy, n->n_param > 0 ? &w0 : NULL));
     if (g->bw->stats && out->needs_shadow && op_moves_values(n->op)) {

@@ -126,6 +126,8 @@ struct mpx_graph {
 
     int keep_grads;          /* no gradient-buffer sharing (tests) */
     int profile;             /* time every node */
+    int time_scaling;        /* time the merges and adaptive factors (mpx_graph_time_scaling) */
+    double scaling_s;        /* their seconds so far */
 
     /* after compile */
     int compiled;

@@ -1,4 +1,5 @@
-/* graph_profile.c — per-node timing summed per op kind (mpx_graph_profile). The executor reads
+/* graph_profile.c — per-node timing summed per op kind (mpx_graph_profile), and the in-place
+ * timing of loss scaling's graph-level work (mpx_graph_time_scaling). The executor reads
  * the clock around each node after the backend's sync (a no-op on the CPU; on CUDA it waits for
  * the queued kernels), so a node's time is its own — at the cost of the overlap a profile
  * forgoes. */
@@ -8,6 +9,10 @@
 #include "graph_internal.h"
 
 void mpx_graph_profile(mpx_graph *g, int on) { g->profile = on; }
+
+void mpx_graph_time_scaling(mpx_graph *g, int on) { g->time_scaling = on; }
+
+double mpx_graph_scaling_seconds(const mpx_graph *g) { return g->scaling_s; }
 
 void mpx_graph_profile_reset(mpx_graph *g) {
     for (int i = 0; i < g->n_nodes; i++) {

@@ -10,7 +10,9 @@
  *     double precision, and adaptive scaling lowers it;
  *   - adaptive-quantile takes its quantile from the gradient before rounding (closed form);
  *   - a branch merge whose branches do not all fit under u_max picks the target the rule of
- *     REFERENCE.md §3 step 10 gives from every branch's magnitude, and the merged gradient fits.
+ *     REFERENCE.md §3 step 10 gives from every branch's magnitude, and the merged gradient fits;
+ *   - the in-place clock of the scaling work (for `mpx bench`) counts only when on and changes
+ *     no gradient.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -438,11 +440,47 @@ static void test_merge_target_with_overflowing_branch(void) {
     CHECK(forced > 0, "no u_max forced the merge target down: the test does not exercise the rule");
 }
 
+/* mpx_graph_time_scaling: nothing is counted while off; once on, an adaptive backward (one
+ * merge at relu1, four conv/linear factors) counts time; the clock changes no gradient. */
+static void test_scaling_clock(void) {
+    mpx_scaling_cfg ad;
+    mpx_scaling_defaults(&ad);
+    ad.method = MPX_SCALING_ADAPTIVE;
+    mpx_graph *off = NULL, *on = NULL;
+    float *g_off = grads_with("fp16", &ad, 1.0, NULL, &off);
+    CHECK(mpx_graph_scaling_seconds(off) == 0, "scaling clock off, yet %g s counted",
+          mpx_graph_scaling_seconds(off));
+    int image, labels;
+    on = compiled("fp16", 1, &image, &labels);
+    mpx_graph_time_scaling(on, 1);
+    CHECK_OK(mpx_graph_forward(on, 1));
+    mpx_backward_opts bo = {&ad, 1.0, 0, NULL};
+    int64_t nf = -1;
+    CHECK_OK(mpx_graph_backward(on, &bo, &nf));
+    const double t1 = mpx_graph_scaling_seconds(on);
+    CHECK(t1 > 0, "scaling clock on, yet nothing counted");
+    int64_t off_at = 0;
+    for (int i = 0; i < mpx_graph_n_params(on); i++) {
+        mpx_param *p = mpx_graph_param(on, i);
+        CHECK(memcmp(p->grad, g_off + off_at, (size_t)p->numel * sizeof(float)) == 0,
+              "gradient of %s differs with the scaling clock on", p->name);
+        off_at += p->numel;
+    }
+    mpx_graph_time_scaling(on, 0);
+    CHECK_OK(mpx_graph_forward(on, 1));
+    CHECK_OK(mpx_graph_backward(on, &bo, &nf));
+    CHECK(mpx_graph_scaling_seconds(on) == t1, "the clock ran on after it was switched off");
+    free(g_off);
+    mpx_graph_free(off);
+    mpx_graph_free(on);
+}
+
 int main(void) {
     test_power_of_two_scaling_is_exact();
     test_low_precision_vs_fp32("fp16", ldexp(1.0, -11));
     test_low_precision_vs_fp32("bf16", ldexp(1.0, -8));
     test_underflow_recount();
     test_merge_target_with_overflowing_branch();
+    test_scaling_clock();
     return mpx_test_done(__FILE__);
 }

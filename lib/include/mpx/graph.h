@@ -204,6 +204,17 @@ typedef struct {
 int mpx_graph_profile_ops(const mpx_graph *g, mpx_op_profile *out, int cap);
 void mpx_graph_profile_print(const mpx_graph *g, FILE *f, int top_nodes);
 
+/* The graph-level work of loss scaling, timed in place: when on, backward reads the clock
+ * (after the backend finished the work before) around every fan-out's merge (accumulation,
+ * rescaling to the target scale, cast) and every conv/linear node's adaptive factor (the
+ * moments of dy and W on an update step), and adds the seconds up. Under `scaling = none` the
+ * same merges run without the magnitudes, so the difference between two graphs is what
+ * adaptive scaling adds there — small enough that whole-step timing cannot resolve it on a
+ * noisy machine, while these parts can (`mpx bench --overheads`). Off by default. */
+void mpx_graph_time_scaling(mpx_graph *g, int on);
+/* Seconds accumulated since the graph was built (0 while timing was never on). */
+double mpx_graph_scaling_seconds(const mpx_graph *g);
+
 /* Per-node precision state (checkpoints carry it so a resumed run is bit-identical). */
 typedef struct {
     double s_prev, layer_scale, als_unbound;

@@ -141,7 +141,11 @@ typedef enum {
     MPX_OVERHEAD_STATS_EVERY_1 = 0,
     MPX_OVERHEAD_STATS_EVERY_100,
     MPX_OVERHEAD_ADAPTIVE_EVERY_1,
-    MPX_OVERHEAD_ADAPTIVE_EVERY_100
+    MPX_OVERHEAD_ADAPTIVE_EVERY_100,
+    /* the same two from the scaling work timed in place (mpx_graph_time_scaling) */
+    MPX_OVERHEAD_ADAPTIVE_EVERY_1_PARTS,
+    MPX_OVERHEAD_ADAPTIVE_EVERY_100_PARTS,
+    MPX_OVERHEAD_KINDS
 } mpx_overhead_kind;
 
 typedef struct {
@@ -155,7 +159,7 @@ typedef struct {
     int has_overheads;
     /* Fractions of the base step, indexed by mpx_overhead_kind: the median over rounds of each
      * round's paired estimate, and a 95% confidence interval for it (+-inf: too few rounds). */
-    double overhead[4], overhead_lo[4], overhead_hi[4];
+    double overhead[MPX_OVERHEAD_KINDS], overhead_lo[MPX_OVERHEAD_KINDS], overhead_hi[MPX_OVERHEAD_KINDS];
 } mpx_bench_result;
 
 mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_bench_result *res,
