@@ -25,7 +25,9 @@ static void help(void) {
            "                 per-round paired estimates, their median and a 95%% interval\n"
            "                 (needs --steps >= 6; more rounds narrow it); adaptive scaling\n"
            "                 also from its own work timed in place (merges, factors), which\n"
-           "                 resolves overheads far below the step's spread\n"
+           "                 resolves overheads far below the step's spread; and an A/A control\n"
+           "                 (a twin of the base against the base, both ways) whose interval\n"
+           "                 is the resolution of those estimates on this machine\n"
            "  --profile      per-op time and GFLOP/s of each precision mode (the backend is\n"
            "                 synchronised around every op, so the rounds run slower)\n"
            "  --json FILE    write the results as JSON too\n");
@@ -34,7 +36,8 @@ static void help(void) {
 /* JSON keys of the overheads, in mpx_overhead_kind order. */
 static const char *const overhead_keys[MPX_OVERHEAD_KINDS] = {
     "stats_every_1",           "stats_every_100",           "adaptive_update_every_1",
-    "adaptive_update_every_100", "adaptive_update_every_1_parts", "adaptive_update_every_100_parts"};
+    "adaptive_update_every_100", "adaptive_update_every_1_parts", "adaptive_update_every_100_parts",
+    "control",                 "control_parts"};
 
 static void write_json(FILE *f, const char *config, const mpx_bench_result *r, int tokens) {
     fprintf(f, "{\n  \"config\": \"%s\",\n  \"mpx_version\": \"%s\",\n  \"git_commit\": \"%s\",\n", config,
@@ -156,11 +159,13 @@ int cmd_bench(int argc, char **argv) {
         static const char *const what[MPX_OVERHEAD_KINDS] = {
             "statistics every step", "statistics every 100 steps",
             "adaptive scaling updated every step", "adaptive scaling updated every 100 steps",
-            "  the same from its work timed in place", "  the same from its work timed in place"};
+            "  the same from its work timed in place", "  the same from its work timed in place",
+            "control: base against an identical twin", "  the same from its work timed in place"};
         static const int order[MPX_OVERHEAD_KINDS] = {
             MPX_OVERHEAD_STATS_EVERY_1,         MPX_OVERHEAD_STATS_EVERY_100,
             MPX_OVERHEAD_ADAPTIVE_EVERY_1,      MPX_OVERHEAD_ADAPTIVE_EVERY_1_PARTS,
-            MPX_OVERHEAD_ADAPTIVE_EVERY_100,    MPX_OVERHEAD_ADAPTIVE_EVERY_100_PARTS};
+            MPX_OVERHEAD_ADAPTIVE_EVERY_100,    MPX_OVERHEAD_ADAPTIVE_EVERY_100_PARTS,
+            MPX_OVERHEAD_CONTROL,               MPX_OVERHEAD_CONTROL_PARTS};
         printf("overhead of the step (median over rounds, 95%% interval):\n");
         for (int j = 0; j < MPX_OVERHEAD_KINDS; j++) {
             const int q = order[j];

@@ -75,7 +75,8 @@ printf 'garbage garbage garbage garbage' > "$tmp/bad.ckpt"
 expect 2 "checkpoint '.*bad.ckpt' is not usable" -- "$MPX" eval "$tmp/bad.ckpt"
 
 # mpx bench --overheads: every overhead in the JSON with its interval around it (six rounds
-# are the fewest that give one), the adaptive ones also from the work timed in place.
+# are the fewest that give one), the adaptive ones also from the work timed in place, and the
+# A/A control (base against its twin) both ways.
 expect 0 "the same from its work timed in place" -- \
   "$MPX" bench "$tmp/ok.cfg" precision.mode=fp16 --steps 6 --warmup 1 --overheads --json "$tmp/bench.json"
 checks=$((checks + 1))
@@ -83,7 +84,7 @@ python3 - "$tmp/bench.json" <<'PY' || { fails=$((fails + 1)); echo "FAIL: bench 
 import json, math, sys
 o = json.load(open(sys.argv[1]))["overheads"]
 for k in ["stats_every_1", "stats_every_100", "adaptive_update_every_1", "adaptive_update_every_100",
-          "adaptive_update_every_1_parts", "adaptive_update_every_100_parts"]:
+          "adaptive_update_every_1_parts", "adaptive_update_every_100_parts", "control", "control_parts"]:
     lo, hi = o[k + "_ci95"]
     assert math.isfinite(o[k]) and lo <= o[k] <= hi, (k, o[k], lo, hi)
 PY

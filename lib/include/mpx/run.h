@@ -145,6 +145,10 @@ typedef enum {
     /* the same two from the scaling work timed in place (mpx_graph_time_scaling) */
     MPX_OVERHEAD_ADAPTIVE_EVERY_1_PARTS,
     MPX_OVERHEAD_ADAPTIVE_EVERY_100_PARTS,
+    /* an A/A control: a twin of the base variant against the base, whole step and in place;
+     * its interval is the resolution of the estimates above on this machine */
+    MPX_OVERHEAD_CONTROL,
+    MPX_OVERHEAD_CONTROL_PARTS,
     MPX_OVERHEAD_KINDS
 } mpx_overhead_kind;
 
