@@ -56,6 +56,12 @@ typedef struct {
     double *w;        /* per-round seconds of the scaling work inside the step */
 } variant;
 
+/* The overhead variants, in round order after the precision modes (at most 3 of those). */
+enum { OV_BASE, OV_STATS, OV_ALS_UPDATE, OV_ALS_CACHED, OV_CONTROL, OV_COUNT };
+enum { MAX_MODES = 3, MAX_VARIANTS = MAX_MODES + OV_COUNT };
+_Static_assert(MAX_VARIANTS <= (int)(sizeof(((mpx_bench_result *)0)->rows) / sizeof(mpx_bench_row)),
+               "every variant needs a result row");
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -188,13 +194,13 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
 
     /* Variants: each requested precision mode plain; plus, for the configured mode, the
      * statistics and adaptive-scaling variants. */
-    variant v[8];
+    variant v[MAX_VARIANTS];
     int nv = 0;
     memset(v, 0, sizeof v);
     char modes[64];
     snprintf(modes, sizeof modes, "%s", o->modes && *o->modes ? o->modes
                                                              : mpx_precision_mode_name(rc->precision.mode));
-    for (char *save = NULL, *tok = strtok_r(modes, ",", &save); tok && st == MPX_OK && nv < 3;
+    for (char *save = NULL, *tok = strtok_r(modes, ",", &save); tok && st == MPX_OK && nv < MAX_MODES;
          tok = strtok_r(NULL, ",", &save)) {
         variant *x = &v[nv];
         if (mpx_precision_init(&x->prec, tok, "rne", rc->train.seed) != 0) {
@@ -207,17 +213,18 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
     }
     int base = -1;
     if (st == MPX_OK && o->overheads) {
-        static const char *const names[] = {"base", "stats", "als_update", "als_cached", "control"};
+        static const char *const names[OV_COUNT] = {"base", "stats", "als_update", "als_cached",
+                                                    "control"};
         base = nv;
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < OV_COUNT; k++) {
             variant *x = &v[nv++];
             x->name = names[k];
             x->prec = rc->precision;
             mpx_scaling_defaults(&x->scaling);
-            x->stats = k == 1;
-            if (k == 2 || k == 3) {
+            x->stats = k == OV_STATS;
+            if (k == OV_ALS_UPDATE || k == OV_ALS_CACHED) {
                 x->scaling.method = MPX_SCALING_ADAPTIVE;
-                x->scaling.update_every = k == 2 ? 1 : 1000000000;
+                x->scaling.update_every = k == OV_ALS_UPDATE ? 1 : 1000000000;
             }
         }
     }
@@ -227,7 +234,8 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         v[i].w = calloc((size_t)o->steps, sizeof *v[i].w);
         if (st == MPX_OK && (!v[i].t || !v[i].w)) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
         /* the scaling work is timed where it is compared: base and the adaptive variants */
-        if (st == MPX_OK && base >= 0 && i >= base && i != base + 1) mpx_graph_time_scaling(v[i].g, 1);
+        if (st == MPX_OK && base >= 0 && i >= base && i != base + OV_STATS)
+            mpx_graph_time_scaling(v[i].g, 1);
     }
 
     /* Warm-up (primitive creation, caches, the first adaptive update), then interleaved rounds. */
@@ -278,10 +286,11 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
             double *d = malloc(MPX_OVERHEAD_KINDS * (size_t)n * sizeof *d);
             if (!d) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
             for (int r = 0; d && r < n; r++) {
-                double tb = v[base].t[r], ts = v[base + 1].t[r];
-                double tu = v[base + 2].t[r], tc = v[base + 3].t[r];
-                double wb = v[base].w[r], wu = v[base + 2].w[r], wc = v[base + 3].w[r];
-                double ta = v[base + 4].t[r], wa = v[base + 4].w[r];
+                const variant *ov = &v[base];
+                double tb = ov[OV_BASE].t[r], ts = ov[OV_STATS].t[r], ta = ov[OV_CONTROL].t[r];
+                double tu = ov[OV_ALS_UPDATE].t[r], tc = ov[OV_ALS_CACHED].t[r];
+                double wb = ov[OV_BASE].w[r], wu = ov[OV_ALS_UPDATE].w[r];
+                double wc = ov[OV_ALS_CACHED].w[r], wa = ov[OV_CONTROL].w[r];
                 d[MPX_OVERHEAD_STATS_EVERY_1 * n + r] = (ts - tb) / tb;
                 d[MPX_OVERHEAD_STATS_EVERY_100 * n + r] = (ts - tb) / 100 / tb;
                 d[MPX_OVERHEAD_ADAPTIVE_EVERY_1 * n + r] = (tu - tb) / tb;
