@@ -16,7 +16,9 @@ static void help(void) {
            "\n"
            "Time the training step CONFIG describes on one fixed batch: median/min/max step time,\n"
            "samples/s, achieved GFLOP/s, memory, and every speed as a ratio to an OpenBLAS sgemm\n"
-           "of the model's dominant GEMM shape measured in the same run.\n"
+           "of the model's dominant GEMM shape measured in the same run, and the host's waits\n"
+           "for the backend per step (`waits`: on a GPU each stalls the host until the device is\n"
+           "done; the CPU counts the same calls, so the number is the executor's on both).\n"
            "  --device D     cpu or cuda (the same as train.device=D; default: the config's)\n"
            "  --steps N      measured rounds (default 10); --warmup N rounds first (default 2)\n"
            "  --modes LIST   precision modes to compare (default: the config's)\n"
@@ -52,9 +54,10 @@ static void write_json(FILE *f, const char *config, const mpx_bench_result *r, i
         const mpx_bench_row *w = &r->rows[i];
         fprintf(f, "    {\"name\": \"%s\", \"mode\": \"%s\", \"median_s\": %.6g, \"min_s\": %.6g, "
                    "\"max_s\": %.6g, \"samples_per_s\": %.6g, \"gflops\": %.6g, \"ratio_to_sgemm\": %.6g, "
-                   "\"tokens_per_s\": %.6g, \"arena_mib\": %.1f}%s\n",
+                   "\"tokens_per_s\": %.6g, \"arena_mib\": %.1f, \"host_waits_per_step\": %.6g}%s\n",
                 w->name, w->mode, w->median_s, w->min_s, w->max_s, w->samples_per_s, w->gflops,
-                w->ratio_ref, w->samples_per_s * tokens, w->arena_bytes / 1048576.0, i + 1 < r->n ? "," : "");
+                w->ratio_ref, w->samples_per_s * tokens, w->arena_bytes / 1048576.0, w->waits_per_step,
+                i + 1 < r->n ? "," : "");
     }
     fprintf(f, "  ]");
     if (r->has_overheads) {
@@ -145,12 +148,13 @@ int cmd_bench(int argc, char **argv) {
            r.ref_gemm_m, r.ref_gemm_n, r.ref_gemm_k, r.ref_gflops, r.big_gflops);
     /* Sequence models: tokens per second too (samples x tokens per sample); 0 elsewhere. */
     int tokens = rc.model.task == MPX_TASK_MLM ? rc.data.seq_len : 0;
-    printf("%-11s %-5s %9s %9s %9s %10s %9s %8s %9s%s\n", "variant", "mode", "median_s", "min_s",
-           "max_s", "samples/s", "GFLOP/s", "/sgemm", "arena_MiB", tokens ? "  tokens/s" : "");
+    printf("%-11s %-5s %9s %9s %9s %10s %9s %8s %9s %6s%s\n", "variant", "mode", "median_s", "min_s",
+           "max_s", "samples/s", "GFLOP/s", "/sgemm", "arena_MiB", "waits", tokens ? "  tokens/s" : "");
     for (int i = 0; i < r.n; i++) {
         const mpx_bench_row *w = &r.rows[i];
-        printf("%-11s %-5s %9.4f %9.4f %9.4f %10.1f %9.1f %8.3f %9.1f", w->name, w->mode, w->median_s,
-               w->min_s, w->max_s, w->samples_per_s, w->gflops, w->ratio_ref, w->arena_bytes / 1048576.0);
+        printf("%-11s %-5s %9.4f %9.4f %9.4f %10.1f %9.1f %8.3f %9.1f %6.1f", w->name, w->mode,
+               w->median_s, w->min_s, w->max_s, w->samples_per_s, w->gflops, w->ratio_ref,
+               w->arena_bytes / 1048576.0, w->waits_per_step);
         if (tokens) printf(" %9.0f", w->samples_per_s * tokens);
         printf("\n");
     }

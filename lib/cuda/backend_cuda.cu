@@ -8,9 +8,9 @@
  * copied inputs so that the hard-negative mining keeps the CPU's exact choice). The operators
  * return their status directly.
  * The other entries cannot return errors, so failures are remembered (the message is set,
- * mpx_backend_cuda_error() reports the first one) and the entry returns something the caller
- * notices: allocation NULL (which the graph reports with the arena it was planning), a
- * reduction NaN, unscale_accumulate every element as non-finite (the step is skipped).
+ * mpx_backend_cuda_error(), the table's last_error, reports the first one; the executor asks
+ * after every pass) and the entry returns something the caller notices where it can:
+ * allocation NULL (which the graph reports with the arena it was planning), a reduction NaN.
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -67,13 +67,19 @@ static void cuda_zero(void *p, size_t bytes) { REMEMBER(cudaMemsetAsync(p, 0, by
 static void cuda_copy(void *dst, const void *src, size_t bytes) {
     REMEMBER(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice));
 }
+/* A copy from pageable host memory synchronises the stream before it starts: a wait. */
 static void cuda_upload(void *dst, const void *host, size_t bytes) {
+    mpx_cuda_count_wait();
     REMEMBER(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
 }
 static void cuda_download(void *host, const void *src, size_t bytes) {
+    mpx_cuda_count_wait();
     REMEMBER(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
 }
-static void cuda_sync(void) { REMEMBER(cudaDeviceSynchronize()); }
+static void cuda_sync(void) {
+    mpx_cuda_count_wait();
+    REMEMBER(cudaDeviceSynchronize());
+}
 static void cuda_cast(const mpx_cast_spec *spec, const float *src, void *dst, size_t n) {
     failed(mpx_cast_cuda(spec, src, dst, n));
 }
@@ -102,28 +108,27 @@ static float cuda_absmax(const float *x, size_t n) {
 static void cuda_accumulate(float *acc, const float *x, size_t n, float scale) {
     failed(mpx_accumulate_cuda(acc, x, n, scale));
 }
-/* Composed from the absmax and accumulate entries (three passes where the CPU makes one): each
- * is checked against the CPU, and a fused kernel is not worth its own check until the merges
- * show in a GPU profile. */
+/* Composed from absmax2 (both magnitudes, one wait) and accumulate (three passes where the CPU
+ * makes one): each is checked against the CPU, and a fused kernel is not worth its own check
+ * until the merges show in a GPU profile. */
 static void cuda_accumulate_absmax(float *acc, const float *x, size_t n, float scale,
                                    float *acc_absmax, float *x_absmax) {
-    if (acc_absmax && failed(mpx_absmax_cuda(acc, n, acc_absmax))) *acc_absmax = NAN;
-    if (x_absmax && failed(mpx_absmax_cuda(x, n, x_absmax))) *x_absmax = NAN;
+    if ((acc_absmax || x_absmax) && failed(mpx_absmax2_cuda(acc, n, acc_absmax, x, n, x_absmax))) {
+        if (acc_absmax) *acc_absmax = NAN;
+        if (x_absmax) *x_absmax = NAN;
+    }
     failed(mpx_accumulate_cuda(acc, x, n, scale));
 }
-static int64_t cuda_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n,
-                                       double inv_scale, int round_to_storage, float *acc) {
-    int64_t bad = 0;
-    if (failed(mpx_unscale_accumulate_cuda(g_dtype, g, n, inv_scale, round_to_storage, acc, &bad)))
-        return (int64_t)n;
-    return bad;
+/* A failure is remembered: last_error() reports it when the pass ends. */
+static void cuda_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
+                                    int round_to_storage, float *acc, uint64_t *nonfinite) {
+    failed(mpx_unscale_accumulate_cuda(g_dtype, g, n, inv_scale, round_to_storage, acc, nonfinite));
 }
 
 /* ---- optimizer updates (moments.cu for sumsq, optim.cu) ---- */
 
-static double cuda_sumsq(const float *x, size_t n) {
-    double r = NAN;
-    return failed(mpx_sumsq_cuda(x, n, &r)) ? NAN : r;
+static void cuda_sumsq(const float *x, size_t n, double *out) {
+    failed(mpx_sumsq_cuda(x, n, out));
 }
 static void cuda_sgd_update(float *w, const float *g, float *v, size_t n, const mpx_sgd_step *s) {
     failed(mpx_sgd_update_cuda(w, g, v, n, s));
@@ -152,6 +157,8 @@ static mpx_backend make_backend(void) {
     b.upload = cuda_upload;
     b.download = cuda_download;
     b.sync = cuda_sync;
+    b.host_waits = mpx_cuda_host_waits;
+    b.last_error = mpx_backend_cuda_error;
     b.cast = cuda_cast;
     b.decode = cuda_decode;
     b.moments = cuda_moments;

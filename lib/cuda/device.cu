@@ -1,4 +1,5 @@
 /* device.cu — CUDA devices: how many, their names, and the error reporting used by lib/cuda. */
+#include <atomic>
 #include <cstdio>
 
 #include "lib/cuda/check.cuh"
@@ -8,6 +9,11 @@ mpx_status mpx_cuda_fail(cudaError_t err, const char *file, int line, const char
     return mpx_fail(MPX_ERR_BACKEND, "%s:%d: %s: %s (%s)", file, line, expr,
                     cudaGetErrorString(err), cudaGetErrorName(err));
 }
+
+/* Relaxed: only the total matters (the executor drives the device from one thread). */
+static std::atomic<int64_t> g_waits{0};
+void mpx_cuda_count_wait(void) { g_waits.fetch_add(1, std::memory_order_relaxed); }
+extern "C" int64_t mpx_cuda_host_waits(void) { return g_waits.load(std::memory_order_relaxed); }
 
 static thread_local char g_last_error[256] = "";
 

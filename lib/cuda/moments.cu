@@ -13,12 +13,12 @@
  *  - absmax is an integer max on the bits, order-free; the quantile counts per binade with
  *    integer atomics, and the rank is picked on the host from the counts as on the CPU.
  *
- * Synchronisation: each function hands a value to the host, so it ends with one small
- * device-to-host cudaMemcpy (a few bytes; 4.4 KB of binade counts for the quantile), which
- * waits for the device. A training step calls these per tensor (sumsq per parameter, moments
- * and quantiles on statistics steps). Future work: the design's goal of at most one
- * synchronisation per step means keeping these results on the device (the scaler and the
- * optimizer's clip factor reading them there) and copying everything back once per step.
+ * Synchronisation: moments, absmax and the quantile hand a value to the host, so each ends with
+ * one small device-to-host cudaMemcpy (a few bytes; 4.4 KB of binade counts for the quantile),
+ * a wait (counted: mpx_cuda_count_wait). The executor calls them on statistics steps, on the
+ * adaptive factors' update steps and in adaptive scaling's branch merges (absmax2: both
+ * magnitudes with one wait). sumsq writes its result to device memory and never waits: the
+ * graph reads every parameter's sum with the step's status, in one download.
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -217,7 +217,10 @@ unsigned partial_grid(size_t nblocks) {
  * and report the first failure among the launch, the copy and the free. */
 mpx_status finish(void *host, const void *dev, size_t bytes, void *scratch) {
     cudaError_t err = cudaGetLastError();
-    if (err == cudaSuccess) err = cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost);
+    if (err == cudaSuccess) {
+        mpx_cuda_count_wait();
+        err = cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost);
+    }
     mpx_status freed = mpx_cuda_scratch_free(scratch);
     MPX_CUDA_TRY(err);
     return freed;
@@ -254,15 +257,22 @@ extern "C" mpx_status mpx_moments_cuda(const float *x, size_t n, mpx_moments *ou
 }
 
 extern "C" mpx_status mpx_sumsq_cuda(const float *x, size_t n, double *out) {
-    *out = 0;
-    if (n == 0) return MPX_OK;
+    if (n == 0) {
+        MPX_CUDA_TRY(cudaMemsetAsync(out, 0, sizeof *out, 0));
+        return MPX_OK;
+    }
     const size_t nblocks = (n + MBLOCK - 1) / MBLOCK;
     void *scratch = nullptr;
     MPX_TRY(mpx_cuda_scratch((nblocks + 1) * sizeof(double), &scratch));
     double *parts = (double *)scratch;
     sumsq_partials<<<partial_grid(nblocks), kWarps * 32>>>(x, n, nblocks, parts);
     sumsq_merge<<<1, 1>>>(parts, nblocks);
-    return finish(out, parts + nblocks, sizeof *out, scratch);
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess)
+        err = cudaMemcpyAsync(out, parts + nblocks, sizeof *out, cudaMemcpyDeviceToDevice, 0);
+    mpx_status freed = mpx_cuda_scratch_free(scratch);
+    MPX_CUDA_TRY(err);
+    return freed;
 }
 
 extern "C" mpx_status mpx_absmax_cuda(const float *x, size_t n, float *out) {
@@ -277,6 +287,40 @@ extern "C" mpx_status mpx_absmax_cuda(const float *x, size_t n, float *out) {
     MPX_TRY(finish(&m, scratch, sizeof m, scratch));
     if (m >= 0x7f800000u) m = 0x7f800000u; /* Inf when any element is Inf or NaN */
     memcpy(out, &m, sizeof m);
+    return MPX_OK;
+}
+
+/* The bits of the absmax (NaN and Inf both give Inf, as moments.c's absmax). */
+static float absmax_value(uint32_t m) {
+    if (m >= 0x7f800000u) m = 0x7f800000u;
+    float f;
+    memcpy(&f, &m, sizeof f);
+    return f;
+}
+
+extern "C" mpx_status mpx_absmax2_cuda(const float *a, size_t na, float *ra, const float *b,
+                                       size_t nb, float *rb) {
+    if (ra) *ra = 0.0f;
+    if (rb) *rb = 0.0f;
+    const bool want_a = ra && na > 0, want_b = rb && nb > 0;
+    if (!want_a && !want_b) return MPX_OK;
+    void *scratch = nullptr;
+    MPX_TRY(mpx_cuda_scratch(2 * sizeof(unsigned), &scratch));
+    unsigned *slots = (unsigned *)scratch;
+    unsigned grid = 1;
+    mpx_status st = MPX_OK;
+    if (want_a && (st = mpx_cuda_grid(na, &grid)) == MPX_OK)
+        absmax_kernel<<<grid, kLaunchThreads>>>(a, na, slots);
+    if (st == MPX_OK && want_b && (st = mpx_cuda_grid(nb, &grid)) == MPX_OK)
+        absmax_kernel<<<grid, kLaunchThreads>>>(b, nb, slots + 1);
+    if (st != MPX_OK) {
+        mpx_cuda_scratch_free(scratch);
+        return st;
+    }
+    uint32_t m[2] = {0, 0};
+    MPX_TRY(finish(m, scratch, sizeof m, scratch));
+    if (want_a) *ra = absmax_value(m[0]);
+    if (want_b) *rb = absmax_value(m[1]);
     return MPX_OK;
 }
 

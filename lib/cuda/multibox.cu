@@ -58,11 +58,13 @@ mpx_status to_host(const mpx_tensor *t, HostBufs *h, mpx_tensor *out, int downlo
     out->data = dst;
     if (!download) return MPX_OK;
     if (!is_float) {
+        mpx_cuda_count_wait();
         MPX_CUDA_TRY(cudaMemcpy(dst, t->data, bytes, cudaMemcpyDeviceToHost));
         return MPX_OK;
     }
     void *raw = h->take(bytes);
     if (!raw) return mpx_fail(MPX_ERR_NOMEM, "%s: out of host memory (%zu bytes)", FWD, bytes);
+    mpx_cuda_count_wait();
     MPX_CUDA_TRY(cudaMemcpy(raw, t->data, bytes, cudaMemcpyDeviceToHost));
     mpx_decode(t->dtype, raw, (float *)dst, n);
     return MPX_OK;

@@ -104,6 +104,7 @@ mpx_status cuop_check_begin(CuopCheck **d) {
 }
 
 mpx_status cuop_check_end(CuopCheck *d, CuopCheck *h) {
+    mpx_cuda_count_wait();
     cudaError_t err = cudaMemcpy(h, d, sizeof *h, cudaMemcpyDeviceToHost);
     mpx_status freed = mpx_cuda_scratch_free(d);
     MPX_CUDA_TRY(err);
@@ -113,6 +114,7 @@ mpx_status cuop_check_end(CuopCheck *d, CuopCheck *h) {
 double cuop_read_value(const void *data, mpx_dtype dt, size_t index) {
     const size_t es = mpx_dtype_size(dt);
     unsigned char raw[8] = {0};
+    mpx_cuda_count_wait();
     if (cudaMemcpy(raw, (const char *)data + index * es, es, cudaMemcpyDeviceToHost) !=
         cudaSuccess) {
         cudaGetLastError();

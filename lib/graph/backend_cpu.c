@@ -4,14 +4,23 @@
  * (decode to FP32 scratch, round on write), so `native` accepts F32 alone.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mpx/backend.h"
 
-/* The CPU backend runs synchronously: nothing to wait for. */
-static void cpu_sync(void) {}
+/* The entries a device backend would wait on, counted (backend.h: host_waits). Relaxed: only
+ * the count matters, and the executor calls the backend from one thread. */
+static _Atomic int64_t g_waits;
+static void count_wait(void) { atomic_fetch_add_explicit(&g_waits, 1, memory_order_relaxed); }
+static int64_t cpu_host_waits(void) { return atomic_load_explicit(&g_waits, memory_order_relaxed); }
+/* Every CPU entry reports its failure directly or cannot fail. */
+static mpx_status cpu_last_error(void) { return MPX_OK; }
+
+/* The CPU backend runs synchronously: nothing to wait for, but a device would. */
+static void cpu_sync(void) { count_wait(); }
 
 static int cpu_native(mpx_dtype t) { return t == MPX_F32 || t == MPX_I32; }
 
@@ -26,9 +35,30 @@ static void *cpu_alloc(size_t bytes) {
 static void cpu_free(void *p) { free(p); }
 static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
+static void cpu_download(void *host, const void *src, size_t bytes) {
+    count_wait();
+    memmove(host, src, bytes);
+}
+static void cpu_moments(const float *x, size_t n, mpx_moments *out) {
+    count_wait();
+    mpx_moments_f32(x, n, out);
+}
+static float cpu_abs_quantile(const float *x, size_t n, double q, float scale) {
+    count_wait();
+    return mpx_abs_quantile_ceil_pow2(x, n, q, scale);
+}
+static float cpu_absmax(const float *x, size_t n) {
+    count_wait();
+    return mpx_absmax_f32(x, n);
+}
+static void cpu_accumulate_absmax(float *acc, const float *x, size_t n, float scale,
+                                  float *acc_absmax, float *x_absmax) {
+    if (acc_absmax || x_absmax) count_wait();
+    mpx_accumulate_absmax_f32(acc, x, n, scale, acc_absmax, x_absmax);
+}
 
-static int64_t cpu_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
-                                      int round_to_storage, float *acc) {
+static void cpu_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
+                                   int round_to_storage, float *acc, uint64_t *nonfinite) {
     /* Blocks of decoded values keep this a single pass over g without a full FP32 copy. */
     enum { BLOCK = 4096 };
     const size_t esize = mpx_dtype_size(g_dtype);
@@ -47,10 +77,10 @@ static int64_t cpu_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n
             acc[lo + i] += v;
         }
     }
-    return bad;
+    *nonfinite += (uint64_t)bad;
 }
 
-static double cpu_sumsq(const float *x, size_t n) {
+static void cpu_sumsq(const float *x, size_t n, double *out) {
     /* Fixed blocks reduced in order: the same result whatever the thread count. */
     enum { BLOCK = 4096 };
     size_t nb = (n + BLOCK - 1) / BLOCK;
@@ -61,7 +91,7 @@ static double cpu_sumsq(const float *x, size_t n) {
         for (size_t i = b * BLOCK; i < hi; i++) s += (double)x[i] * x[i];
         total += s;
     }
-    return total;
+    *out = total;
 }
 
 /* SGD (PyTorch semantics): g' = clip g + wd w; v = m v + g'; w -= lr (nesterov ? g' + m v : v). */
@@ -113,15 +143,17 @@ static const mpx_backend g_cpu = {
     .zero = cpu_zero,
     .copy = cpu_copy,
     .upload = cpu_copy,
-    .download = cpu_copy,
+    .download = cpu_download,
     .sync = cpu_sync,
+    .host_waits = cpu_host_waits,
+    .last_error = cpu_last_error,
     .cast = mpx_cast,
     .decode = mpx_decode,
-    .moments = mpx_moments_f32,
-    .abs_quantile = mpx_abs_quantile_ceil_pow2,
-    .absmax = mpx_absmax_f32,
+    .moments = cpu_moments,
+    .abs_quantile = cpu_abs_quantile,
+    .absmax = cpu_absmax,
     .accumulate = mpx_accumulate_f32,
-    .accumulate_absmax = mpx_accumulate_absmax_f32,
+    .accumulate_absmax = cpu_accumulate_absmax,
     .unscale_accumulate = cpu_unscale_accumulate,
     .sumsq = cpu_sumsq,
     .sgd_update = cpu_sgd_update,

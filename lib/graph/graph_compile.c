@@ -285,7 +285,13 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device
     if (st == MPX_OK) {
         g->dev_stats = g->be->alloc((size_t)(g->n_layers > 0 ? g->n_layers : 1) * 2 *
                                     sizeof(mpx_cast_stats));
-        if (!g->dev_stats) st = mpx_fail(MPX_ERR_NOMEM, "out of memory for statistics");
+        g->host_stats = calloc((size_t)(g->n_layers > 0 ? g->n_layers : 1) * 2,
+                               sizeof(mpx_cast_stats));
+        g->status_bytes = sizeof(step_status) + (size_t)g->n_params * sizeof(double);
+        g->dev_status = g->be->alloc(g->status_bytes);
+        g->host_status = calloc(1, g->status_bytes);
+        if (!g->dev_stats || !g->host_stats || !g->dev_status || !g->host_status)
+            st = mpx_fail(MPX_ERR_NOMEM, "out of memory for statistics");
     }
     if (st == MPX_OK) {
         g->compiled = 1;
@@ -302,11 +308,14 @@ void mpx_graph_free(mpx_graph *g) {
     if (!g) return;
     if (g->be) {
         void *arenas[] = {g->arena_values, g->arena_grads, g->arena_branches,
-                          g->scratch,      g->arena_params, g->arena_saved, g->dev_stats};
+                          g->scratch,      g->arena_params, g->arena_saved, g->dev_stats,
+                          g->dev_status};
         for (size_t i = 0; i < sizeof arenas / sizeof *arenas; i++)
             if (arenas[i]) g->be->free(arenas[i]);
     }
     for (int i = 0; i < g->n_nodes; i++) free(g->nodes[i].aux_init);
+    free(g->host_stats);
+    free(g->host_status);
     free(g->tensors);
     free(g->nodes);
     free(g->params);

@@ -6,6 +6,11 @@
  * the precision policy). Every gradient commit goes through the backend's counted cast, which
  * also applies the scale factor a gradient picks up (the loss scale at the loss, the layer's
  * factor s under adaptive scaling) — so precision and scaling live here, not in the ops.
+ *
+ * Host waits: a pass queues work and reads nothing back, except what a step must decide on the
+ * host: the loss, the non-finite count and the gradient norm, kept in one step-status block in
+ * backend memory and downloaded once at the end of the backward pass. Statistics steps, the
+ * adaptive factors' update steps and adaptive branch merges read their magnitudes as they go.
  */
 #include <math.h>
 #include <string.h>
@@ -255,8 +260,8 @@ mpx_status commit_param_grad(mpx_graph *g, gnode *n, int param, const mpx_tensor
     }
     if (stored != v->data || s.stats) g->be->cast(&s, v->data, stored, (size_t)p->numel);
     int fp16_unscale = g->bw->scaling && g->bw->scaling->unscale_fp16;
-    g->nonfinite += g->be->unscale_accumulate(p->work_dtype, stored, (size_t)p->numel,
-                                              1.0 / n->s_prev, fp16_unscale, p->grad);
+    g->be->unscale_accumulate(p->work_dtype, stored, (size_t)p->numel, 1.0 / n->s_prev,
+                              fp16_unscale, p->grad, &g->dev_status->nonfinite);
     return MPX_OK;
 }
 
@@ -265,6 +270,7 @@ mpx_status commit_param_grad(mpx_graph *g, gnode *n, int param, const mpx_tensor
 /* The clock for per-node profiles, read once the backend's queued work is done. */
 static double profile_clock(mpx_graph *g) {
     g->be->sync();
+    g->clock_waits++;
     return mpx_now();
 }
 
@@ -282,12 +288,43 @@ mpx_status mpx_graph_forward(mpx_graph *g, int training) {
         }
         if (st != MPX_OK) return mpx_fail_context(st, "forward of %s '%s'", op_name(n->op), n->name);
     }
+    /* The loss stays on the device until the host asks (mpx_graph_loss) or the backward pass
+     * reads it with the non-finite count: no wait here. */
     if (g->loss_tensor >= 0)
-        g->be->download(&g->loss_value, g->tensors[g->loss_tensor].value, sizeof(float));
+        g->be->copy(&g->dev_status->loss, g->tensors[g->loss_tensor].value, sizeof(float));
+    g->status_fresh = g->sums_fresh = 0;
+    mpx_status st = g->be->last_error();
+    return st == MPX_OK ? MPX_OK : mpx_fail_context(st, "forward pass");
+}
+
+/* The host copy of the step status, downloaded once per pass (one wait); `with_sums` after a
+ * backward pass, when the gradients' sums of squares are behind it. */
+static mpx_status read_status(mpx_graph *g, int with_sums) {
+    if (g->status_fresh) return MPX_OK;
+    g->be->download(g->host_status, g->dev_status,
+                    with_sums ? g->status_bytes : sizeof(step_status));
+    mpx_status st = g->be->last_error();
+    if (st != MPX_OK) return mpx_fail_context(st, "reading the step's loss and non-finite count");
+    g->status_fresh = 1;
+    g->sums_fresh = with_sums;
     return MPX_OK;
 }
 
-float mpx_graph_loss(const mpx_graph *g) { return g->loss_value; }
+float mpx_graph_loss(mpx_graph *g) {
+    if (g->loss_tensor < 0) return NAN;
+    return read_status(g, 0) == MPX_OK ? g->host_status->loss : NAN;
+}
+
+double mpx_graph_grad_norm(const mpx_graph *g) {
+    if (!g->sums_fresh) return NAN;
+    double ss = 0;
+    for (int i = 0; i < g->n_params; i++) ss += STATUS_SUMS(g->host_status)[i];
+    return sqrt(ss);
+}
+
+int64_t mpx_graph_host_waits(const mpx_graph *g) {
+    return g->be ? g->be->host_waits() - g->clock_waits : 0;
+}
 
 /* ---- backward ---- */
 
@@ -466,7 +503,8 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
     g->bw = o;
     g->layerwise = o->scaling && mpx_scaling_is_layerwise(o->scaling->method);
     g->step = o->step;
-    g->nonfinite = 0;
+    g->be->zero(&g->dev_status->nonfinite, sizeof g->dev_status->nonfinite);
+    g->status_fresh = g->sums_fresh = 0;
     /* adaptive-quantile: gradients note their quantile when any layer recomputes its factor. */
     g->quantile_due = 0;
     if (g->layerwise && o->scaling->method == MPX_SCALING_ADAPTIVE_QUANTILE)
@@ -491,13 +529,26 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
         if (g->profile) n->prof_bwd += profile_clock(g) - t0;
         if (st != MPX_OK) st = mpx_fail_context(st, "backward of %s '%s'", op_name(n->op), n->name);
     }
-    if (st == MPX_OK && o->stats)
+    if (st == MPX_OK && o->stats) {
+        /* Statistics steps: every layer's counts in one download. */
+        g->be->download(g->host_stats, g->dev_stats,
+                        (size_t)g->n_layers * 2 * sizeof(mpx_cast_stats));
         for (int l = 0; l < g->n_layers; l++) {
-            g->be->download(&o->stats[l].act, &g->dev_stats[2 * l], sizeof(mpx_cast_stats));
-            g->be->download(&o->stats[l].wgrad, &g->dev_stats[2 * l + 1], sizeof(mpx_cast_stats));
+            o->stats[l].act = g->host_stats[2 * l];
+            o->stats[l].wgrad = g->host_stats[2 * l + 1];
         }
+    }
     g->bw = NULL;
-    if (nonfinite) *nonfinite = g->nonfinite;
+    /* The global gradient norm's parts, for the optimizer's clipping and its finite check. */
+    if (st == MPX_OK)
+        for (int i = 0; i < g->n_params; i++)
+            g->be->sumsq(g->params[i].grad, (size_t)g->params[i].numel,
+                         &STATUS_SUMS(g->dev_status)[i]);
+    if (st == MPX_OK && (st = g->be->last_error()) != MPX_OK)
+        st = mpx_fail_context(st, "backward pass");
+    /* The skip decision's wait: the loss, the non-finite count and the sums in one download. */
+    if (st == MPX_OK) st = read_status(g, 1);
+    if (nonfinite) *nonfinite = st == MPX_OK ? (int64_t)g->host_status->nonfinite : 0;
     return st;
 }
 

@@ -68,6 +68,16 @@ typedef struct {
     int64_t q_step;
 } gtensor;
 
+/* What the host must know after a step, kept in backend memory and read with one download:
+ * the skip decision's inputs. n_params doubles follow it: each parameter gradient's sum of
+ * squares (the optimizer's global norm), computed at the end of the backward pass. */
+typedef struct {
+    float loss;              /* the loss tensor's value, copied there by the forward pass */
+    uint32_t pad;
+    uint64_t nonfinite;      /* non-finite weight-gradient addends (unscale_accumulate) */
+} step_status;
+#define STATUS_SUMS(st) ((double *)((step_status *)(st) + 1))
+
 typedef union {
     mpx_conv2d_attr conv;
     mpx_batchnorm_attr bn;
@@ -128,6 +138,7 @@ struct mpx_graph {
     int profile;             /* time every node */
     int time_scaling;        /* time the merges and adaptive factors (mpx_graph_time_scaling) */
     double scaling_s;        /* their seconds so far */
+    int64_t clock_waits;     /* the backend waits those clocks made (not the step's own) */
 
     /* after compile */
     int compiled;
@@ -138,7 +149,12 @@ struct mpx_graph {
     size_t scratch_floats, scratch_used;
     mpx_memory_plan plan;
     mpx_cast_stats *dev_stats;     /* backend copy of [n_layers][2] cast stats (act, wgrad) */
-    float loss_value;
+    mpx_cast_stats *host_stats;    /* their host copy, downloaded at once on statistics steps */
+    step_status *dev_status;       /* backend memory, with the sums behind it */
+    step_status *host_status;      /* its host copy, valid when status_fresh */
+    size_t status_bytes;
+    int status_fresh;              /* downloaded since the last forward */
+    int sums_fresh;                /* ... and holds the gradient sums of the last backward */
 
     uint64_t seed;                 /* compile seed: dropout masks */
 
@@ -147,7 +163,6 @@ struct mpx_graph {
     int layerwise;                 /* adaptive scaling: per-layer factors and merges */
     int quantile_due;              /* adaptive-quantile recomputes factors this step */
     int64_t step;
-    int64_t nonfinite;
 };
 
 /* Builder helpers (graph_build.c). */

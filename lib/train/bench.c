@@ -54,6 +54,7 @@ typedef struct {
     mpx_layer_stats *ls;
     double *t;        /* per-round step seconds */
     double *w;        /* per-round seconds of the scaling work inside the step */
+    int64_t waits;    /* the host's waits for the backend over the measured rounds */
 } variant;
 
 /* The overhead variants, in round order after the precision modes (at most 3 of those). */
@@ -121,6 +122,7 @@ static double sgemm_rate(int m, int n, int k) {
 }
 
 static mpx_status one_step(variant *v, double *seconds, double *scaling_seconds) {
+    const int64_t waits0 = mpx_graph_host_waits(v->g);
     double w0 = mpx_graph_scaling_seconds(v->g), t0 = mpx_now();
     mpx_graph_set_step(v->g, v->step);
     MPX_TRY(mpx_graph_forward(v->g, 1));
@@ -130,11 +132,12 @@ static mpx_status one_step(variant *v, double *seconds, double *scaling_seconds)
     MPX_TRY(mpx_graph_backward(v->g, &bo, &nonfinite));
     if (nonfinite == 0) {
         /* A real update at a tiny learning rate: the optimizer's cost without walking away. */
-        MPX_TRY(mpx_optimizer_step(v->opt, 1e-6, NULL));
+        MPX_TRY(mpx_optimizer_step_norm(v->opt, 1e-6, mpx_graph_grad_norm(v->g)));
         MPX_TRY(mpx_graph_sync_weights(v->g, v->step + 1));
     }
     *seconds = mpx_now() - t0;
     *scaling_seconds = mpx_graph_scaling_seconds(v->g) - w0;
+    v->waits += mpx_graph_host_waits(v->g) - waits0;
     /* adaptive "cached" variants never reach an update step after their first */
     v->step++;
     return MPX_OK;
@@ -246,6 +249,7 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         }
     if (st == MPX_OK && o->profile)
         for (int i = 0; i < nv; i++) mpx_graph_profile(v[i].g, 1);
+    for (int i = 0; i < nv; i++) v[i].waits = 0; /* counted over the measured rounds */
     for (int r = 0; r < o->steps && st == MPX_OK; r++) {
         for (int i = 0; i < nv && st == MPX_OK; i++) st = one_step(&v[i], &v[i].t[r], &v[i].w[r]);
         if (o->progress) fprintf(stderr, "\rbench: round %d/%d", r + 1, o->steps);
@@ -280,6 +284,7 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
             mpx_memory_plan mp;
             mpx_graph_memory(v[i].g, &mp);
             row->arena_bytes = (double)mp.total;
+            row->waits_per_step = (double)v[i].waits / o->steps;
         }
         if (base >= 0) {
             const int n = o->steps;

@@ -3,7 +3,10 @@
  * The update rules run on the graph's backend (mpx_backend.sgd_update / adamw_update), next to
  * the masters and gradients; state (momentum, Adam moments) is allocated there too. The
  * gradient norm is reduced per parameter in double over fixed blocks, so results do not depend
- * on the thread count (same seed and threads -> same trajectory).
+ * on the thread count (same seed and threads -> same trajectory). The per-parameter sums land in
+ * backend memory and are read with one download; in training the backward pass has read them
+ * already with the step's status (mpx_graph_grad_norm), so SGD and AdamW updates make the host
+ * wait for nothing and LAMB waits once for its trust ratios.
  */
 #include "mpx/optim.h"
 
@@ -20,6 +23,10 @@ struct mpx_optimizer {
     int n_state;      /* 1 for SGD (momentum), 2 for AdamW (m, v) */
     float **state;    /* [n_params * n_state], backend memory */
     int64_t steps;
+    /* Sums of squares, one slot per parameter (and for LAMB two more: weights, directions),
+     * written by the backend and read with one download: one wait per reduction, not one per
+     * parameter. */
+    double *dev_sums, *host_sums;
 };
 
 int mpx_optimizer_parse(const char *name) {
@@ -44,6 +51,12 @@ mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_opti
         free(o);
         return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the optimizer");
     }
+    o->dev_sums = be->alloc((size_t)(np > 0 ? 3 * np : 1) * sizeof(double));
+    o->host_sums = mpx_calloc((size_t)(np > 0 ? 3 * np : 1), sizeof(double));
+    if (!o->dev_sums || !o->host_sums) {
+        mpx_optimizer_free(o);
+        return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the optimizer");
+    }
     for (int i = 0; i < np * o->n_state; i++) {
         int64_t n = mpx_graph_param(g, i / o->n_state)->numel;
         o->state[i] = be->alloc((size_t)n * sizeof(float)); /* zeroed */
@@ -61,6 +74,8 @@ void mpx_optimizer_free(mpx_optimizer *o) {
     int np = mpx_graph_n_params(o->g);
     for (int i = 0; i < np * o->n_state; i++)
         if (o->state[i]) o->be->free(o->state[i]);
+    if (o->dev_sums) o->be->free(o->dev_sums);
+    free(o->host_sums);
     free(o->state);
     free(o);
 }
@@ -88,35 +103,62 @@ static mpx_adamw_step adam_step(const mpx_optim_cfg *c, int64_t steps, double lr
     return s;
 }
 
+/* Download the first n sums (the reduction's one wait) and report a backend failure. */
+static mpx_status read_sums(mpx_optimizer *o, int n) {
+    o->be->download(o->host_sums, o->dev_sums, (size_t)n * sizeof(double));
+    mpx_status st = o->be->last_error();
+    return st == MPX_OK ? MPX_OK : mpx_fail_context(st, "optimizer: sums of squares");
+}
+
 mpx_status mpx_optimizer_step(mpx_optimizer *o, double lr, double *grad_norm) {
-    const mpx_optim_cfg *c = &o->cfg;
     int np = mpx_graph_n_params(o->g);
-    double ss = 0;
     for (int i = 0; i < np; i++) {
         mpx_param *p = mpx_graph_param(o->g, i);
-        ss += o->be->sumsq(p->grad, (size_t)p->numel);
+        o->be->sumsq(p->grad, (size_t)p->numel, &o->dev_sums[i]);
     }
+    MPX_TRY(read_sums(o, np));
+    double ss = 0;
+    for (int i = 0; i < np; i++) ss += o->host_sums[i];
     double norm = sqrt(ss);
     if (grad_norm) *grad_norm = norm;
+    return mpx_optimizer_step_norm(o, lr, norm);
+}
+
+mpx_status mpx_optimizer_step_norm(mpx_optimizer *o, double lr, double norm) {
+    const mpx_optim_cfg *c = &o->cfg;
+    int np = mpx_graph_n_params(o->g);
     if (!isfinite(norm))
         return mpx_fail(MPX_ERR_NUMERIC, "non-finite gradient norm reached the optimizer");
     float clip = c->clip_norm > 0 && norm > c->clip_norm ? (float)(c->clip_norm / norm) : 1.0f;
     o->steps++;
+    if (c->kind == MPX_OPT_LAMB) {
+        /* Every direction first (the direction overwrites the gradient, which nothing reads
+         * after the update), then all trust-ratio norms with one wait, then the updates; the
+         * parameters are independent, so the order changes no bit. */
+        for (int i = 0; i < np; i++) {
+            mpx_param *p = mpx_graph_param(o->g, i);
+            const float wd = p->decay ? (float)c->weight_decay : 0.0f;
+            mpx_adamw_step s = adam_step(c, o->steps, lr, wd, clip);
+            o->be->lamb_direction(p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
+                                  (size_t)p->numel, &s);
+            o->be->sumsq(p->master, (size_t)p->numel, &o->dev_sums[np + 2 * i]);
+            o->be->sumsq(p->grad, (size_t)p->numel, &o->dev_sums[np + 2 * i + 1]);
+        }
+        MPX_TRY(read_sums(o, 3 * np));
+        for (int i = 0; i < np; i++) {
+            mpx_param *p = mpx_graph_param(o->g, i);
+            double wn = sqrt(o->host_sums[np + 2 * i]), un = sqrt(o->host_sums[np + 2 * i + 1]);
+            double trust = wn > 0 && un > 0 ? wn / un : 1.0;
+            o->be->scaled_sub(p->master, p->grad, (size_t)p->numel, (float)(lr * trust));
+        }
+        return MPX_OK;
+    }
     for (int i = 0; i < np; i++) {
         mpx_param *p = mpx_graph_param(o->g, i);
         const float wd = p->decay ? (float)c->weight_decay : 0.0f;
         if (c->kind == MPX_OPT_SGD) {
             mpx_sgd_step s = {(float)lr, (float)c->momentum, wd, clip, c->nesterov};
             o->be->sgd_update(p->master, p->grad, o->state[i], (size_t)p->numel, &s);
-        } else if (c->kind == MPX_OPT_LAMB) {
-            mpx_adamw_step s = adam_step(c, o->steps, lr, wd, clip);
-            /* The direction overwrites the gradient, which nothing reads after the update. */
-            o->be->lamb_direction(p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
-                                  (size_t)p->numel, &s);
-            double wn = sqrt(o->be->sumsq(p->master, (size_t)p->numel));
-            double un = sqrt(o->be->sumsq(p->grad, (size_t)p->numel));
-            double trust = wn > 0 && un > 0 ? wn / un : 1.0;
-            o->be->scaled_sub(p->master, p->grad, (size_t)p->numel, (float)(lr * trust));
         } else {
             mpx_adamw_step s = adam_step(c, o->steps, lr, wd, clip);
             o->be->adamw_update(p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],

@@ -112,17 +112,19 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
         MPX_TRY(task->feed(&t->task, t->g));
         mpx_graph_set_step(t->g, step);
         MPX_TRY(mpx_graph_forward(t->g, 1));
-        double loss = mpx_graph_loss(t->g), scale = mpx_scaler_loss_scale(&t->scaler);
+        double scale = mpx_scaler_loss_scale(&t->scaler);
         int stats_due = rc->log.stats_every > 0 && step % rc->log.stats_every == 0;
         mpx_backward_opts bo = {&rc->scaling, injected(&rc->train, step) ? scale * 0x1p100 : scale, step,
                                 stats_due ? t->stats : NULL};
         int64_t nonfinite = 0;
         MPX_TRY(mpx_graph_backward(t->g, &bo, &nonfinite));
+        /* Read with the non-finite count (the step's one wait on a device). */
+        double loss = mpx_graph_loss(t->g);
         int loss_bad = !isfinite(loss);
         int skip = mpx_scaler_update(&t->scaler, nonfinite > 0 || loss_bad);
         double lr = mpx_lr_at(&rc->train.lr, step);
         if (!skip) {
-            MPX_TRY(mpx_optimizer_step(t->opt, lr, NULL));
+            MPX_TRY(mpx_optimizer_step_norm(t->opt, lr, mpx_graph_grad_norm(t->g)));
             MPX_TRY(mpx_graph_sync_weights(t->g, step + 1));
         }
         t->train_time += mpx_now() - t0;

@@ -76,7 +76,6 @@ static void fill(float *x, size_t n, uint64_t seed, int every, double lo, double
     }
 }
 
-/* Device copy of n floats (NULL after a failed check). */
 /* A device copy of `bytes` of host memory; host NULL: an uninitialised buffer. */
 static float *to_dev(const void *host, size_t bytes) {
     void *d = NULL;
@@ -131,6 +130,16 @@ static void test_decode(void) {
     free(got);
 }
 
+/* The backend's sumsq (written to device memory), read back; NaN when the copy fails. */
+static double gpu_sumsq(const float *dx, size_t n) {
+    double *d = (double *)to_dev(NULL, sizeof(double)), r = NAN;
+    if (!d) return NAN;
+    gpu->sumsq(dx, n, d);
+    if (cudaMemcpy(&r, d, sizeof r, cudaMemcpyDeviceToHost) != cudaSuccess) r = NAN;
+    cudaFree(d);
+    return r;
+}
+
 static void check_moments(const char *what, const float *x, const float *dx, size_t n) {
     mpx_moments a, b;
     memset(&b, 0xab, sizeof b);
@@ -154,8 +163,19 @@ static void test_reductions(const char *what, const float *x, const float *dx, s
         check_moments(what, x, dx, n);
         float am = cpu->absmax(x, n), bm = gpu->absmax(dx, n);
         CHECK(bits(am) == bits(bm), "%s n=%zu: absmax %a/%a", what, n, (double)am, (double)bm);
-        double sa = cpu->sumsq(x, n), sb = gpu->sumsq(dx, n);
+        double sa = 0, sb = gpu_sumsq(dx, n);
+        cpu->sumsq(x, n, &sa);
         CHECK(same_d(sa, sb), "%s n=%zu: sumsq %.17g/%.17g", what, n, sa, sb);
+        /* absmax2: both halves' magnitudes with one wait */
+        float h0 = -1, h1 = -1;
+        int64_t w0 = gpu->host_waits();
+        CHECK(mpx_absmax2_cuda(dx, n / 2, &h0, dx + n / 2, n - n / 2, &h1) == MPX_OK,
+              "%s n=%zu: absmax2 failed: %s", what, n, mpx_error_message());
+        CHECK(gpu->host_waits() - w0 == (n > 0 ? 1 : 0),
+              "%s n=%zu: absmax2 waited %lld times", what, n, (long long)(gpu->host_waits() - w0));
+        float c0 = cpu->absmax(x, n / 2), c1 = cpu->absmax(x + n / 2, n - n / 2);
+        CHECK(bits(h0) == bits(c0) && bits(h1) == bits(c1), "%s n=%zu: absmax2 %a %a / cpu %a %a",
+              what, n, (double)h0, (double)h1, (double)c0, (double)c1);
         const double qs[] = {0.0, 1e-3, 0.25, 0.5, 0.999, 1.0};
         const float scales[] = {1.0f, 0x1p12f, 0.3f, 0x1p-30f};
         for (int qi = 0; qi < 6; qi++)
@@ -259,11 +279,21 @@ static void test_unscale_accumulate(void) {
                 void *dg = to_dev(g, bytes);
                 float *dacc = to_dev(acc, n * sizeof *x);
                 REQUIRE_VOID(dg && dacc, "cudaMalloc failed");
-                int64_t ca = cpu->unscale_accumulate(dt, g, n, inv[k], round, acc);
-                int64_t cb = gpu->unscale_accumulate(dt, dg, n, inv[k], round, dacc);
+                /* The counts add into counters that already hold 5 (a step's earlier
+                 * parameters); the GPU's is in device memory and the call does not wait. */
+                uint64_t ca = 5, cb = 5;
+                uint64_t *dcount = (uint64_t *)to_dev(&cb, sizeof cb);
+                REQUIRE_VOID(dcount, "cudaMalloc failed");
+                cpu->unscale_accumulate(dt, g, n, inv[k], round, acc, &ca);
+                int64_t w0 = gpu->host_waits();
+                gpu->unscale_accumulate(dt, dg, n, inv[k], round, dacc, dcount);
+                CHECK(gpu->host_waits() == w0 && gpu->last_error() == MPX_OK,
+                      "unscale %s: waited or failed: %s", mpx_dtype_name(dt), mpx_error_message());
+                CUDA_OK_VOID(cudaMemcpy(&cb, dcount, sizeof cb, cudaMemcpyDeviceToHost));
+                cudaFree(dcount);
                 CUDA_OK_VOID(cudaMemcpy(got, dacc, n * sizeof *x, cudaMemcpyDeviceToHost));
                 size_t i = first_diff(acc, got, n, 0);
-                CHECK(ca == cb && ca > 0, "unscale %s inv %g round %d: non-finite %lld/%lld",
+                CHECK(ca == cb && ca > 5, "unscale %s inv %g round %d: non-finite %lld/%lld",
                       mpx_dtype_name(dt), inv[k], round, (long long)ca, (long long)cb);
                 CHECK(i == n, "unscale %s inv %g round %d: element %zu: cpu %08x gpu %08x",
                       mpx_dtype_name(dt), inv[k], round, i, i < n ? bits(acc[i]) : 0,

@@ -124,11 +124,16 @@ static void test_adamw(float wd, float clip) {
     arrays_free(&a);
 }
 
-/* optim.c's LAMB step, on one backend. */
+/* optim.c's LAMB step, on one backend (its sums land in backend memory: `sums` holds two
+ * doubles there). */
 static void lamb_step(const mpx_backend *be, float *w, float *g, float *m, float *v,
-                      const mpx_adamw_step *s, double lr, double *trust) {
+                      const mpx_adamw_step *s, double lr, double *sums, double *trust) {
     be->lamb_direction(w, g, m, v, n, s);
-    double wn = sqrt(be->sumsq(w, n)), un = sqrt(be->sumsq(g, n));
+    double host[2];
+    be->sumsq(w, n, &sums[0]);
+    be->sumsq(g, n, &sums[1]);
+    be->download(host, sums, sizeof host);
+    double wn = sqrt(host[0]), un = sqrt(host[1]);
     *trust = wn > 0 && un > 0 ? wn / un : 1.0;
     be->scaled_sub(w, g, n, (float)(lr * *trust));
 }
@@ -136,15 +141,18 @@ static void lamb_step(const mpx_backend *be, float *w, float *g, float *m, float
 static void test_lamb(void) {
     arrays a;
     REQUIRE_VOID(arrays_init(&a, 500), "setup failed");
+    double *dsums = gpu->alloc(2 * sizeof(double));
+    REQUIRE_VOID(dsums, "cudaMalloc failed");
     for (int step = 1; step <= 3; step++) {
         mpx_adamw_step s = adam_step(step, 1e-3f, 0.01f, 0.5f);
-        double tc, tg;
-        lamb_step(cpu, a.h[0], a.h[1], a.h[2], a.h[3], &s, 1e-3, &tc);
-        lamb_step(gpu, a.d[0], a.d[1], a.d[2], a.d[3], &s, 1e-3, &tg);
+        double tc, tg, hsums[2];
+        lamb_step(cpu, a.h[0], a.h[1], a.h[2], a.h[3], &s, 1e-3, hsums, &tc);
+        lamb_step(gpu, a.d[0], a.d[1], a.d[2], a.d[3], &s, 1e-3, dsums, &tg);
         CHECK(memcmp(&tc, &tg, sizeof tc) == 0, "lamb step %d: trust %.17g / %.17g", step, tc, tg);
         for (int k = 0; k < NARR; k++) compare(&a, k, "lamb", step);
         new_grad(&a, 600 + (uint64_t)step);
     }
+    gpu->free(dsums);
     arrays_free(&a);
 }
 

@@ -2,7 +2,12 @@
  *   parameter counts equal torchvision's (ResNet-50 with 1000 classes: 25,557,032);
  *   a small CIFAR-style ResNet's loss falls on a fixed batch in every precision mode and
  *   scaling method (fp32; fp16 none, dynamic, adaptive, adaptive-quantile; bf16);
- *   the same seed and thread count give a bit-identical loss trajectory.
+ *   the same seed and thread count give a bit-identical loss trajectory;
+ *   a training step makes the host wait for the backend once (the skip decision: loss,
+ *   non-finite count and gradient norm in one download), the batch upload and the update
+ *   included; adaptive scaling adds one wait per branch merge (the magnitudes that choose the
+ *   merge's scale), statistics steps more. The CPU backend counts the entries a device would
+ *   wait on, so this holds the executor to it without a GPU.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -108,9 +113,86 @@ static void test_determinism(void) {
     CHECK(memcmp(a, b, sizeof a) == 0, "same seed, different loss trajectory");
 }
 
+/* The host's waits per training step, by scaling method (no statistics; then a statistics
+ * step). resnet20 has 9 residual blocks, so 9 tensors feed two consumers (a block's first conv
+ * and its shortcut) and adaptive scaling merges 9 pairs of branches per backward pass. */
+static void test_host_waits(void) {
+    static const struct {
+        const char *mode, *scaling;
+        int per_step; /* waits of a step whose adaptive factors are cached */
+    } want[] = {{"fp32", "none", 1}, {"fp16", "dynamic", 1}, {"bf16", "none", 1},
+                {"fp16", "adaptive", 1 + 9}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        mpx_resnet_cfg c;
+        mpx_resnet_preset("resnet20", &c);
+        c.width_mult = 0.25;
+        c.num_classes = 10;
+        mpx_graph *g = mpx_graph_new();
+        int image, labels;
+        CHECK_OK(mpx_resnet_build(g, &c, 4, HW, HW, 3, &image, &labels, NULL));
+        mpx_precision p;
+        mpx_precision_init(&p, want[i].mode, "rne", 1);
+        CHECK_OK(mpx_graph_compile(g, &p, MPX_DEV_CPU, 42));
+        mpx_scaling_cfg sc;
+        mpx_scaling_defaults(&sc);
+        sc.method = mpx_scaling_parse(want[i].scaling);
+        sc.update_every = 100; /* step 0 computes the factors, steps 1.. reuse them */
+        mpx_optim_cfg oc = {MPX_OPT_SGD, 0.9, 0, 0, 0, 0, 0, 1.0};
+        mpx_optimizer *opt;
+        CHECK_OK(mpx_optimizer_create(g, &oc, &opt));
+        mpx_layer_stats *ls = calloc((size_t)mpx_graph_n_layers(g), sizeof *ls);
+        float x[4 * HW * HW * 3];
+        int32_t y[4] = {1, 7, 3, 0};
+        mpx_test_normal(x, 4 * HW * HW * 3, 0, 1, 8);
+        int64_t waits[4];
+        for (int s = 0; s < 4; s++) {
+            const int64_t w0 = mpx_graph_host_waits(g);
+            CHECK_OK(mpx_graph_set_input(g, image, x, MPX_F32, 4 * HW * HW * 3));
+            CHECK_OK(mpx_graph_set_input(g, labels, y, MPX_I32, 4));
+            CHECK_OK(mpx_graph_forward(g, 1));
+            /* step 3 is a statistics step */
+            mpx_backward_opts bo = {&sc, sc.method == MPX_SCALING_NONE ? 1.0 : 1024.0, s,
+                                    s == 3 ? ls : NULL};
+            int64_t nonfinite = -1;
+            CHECK_OK(mpx_graph_backward(g, &bo, &nonfinite));
+            float loss = mpx_graph_loss(g);
+            double norm = mpx_graph_grad_norm(g);
+            CHECK(nonfinite == 0 && isfinite(loss) && isfinite(norm) && norm > 0,
+                  "%s/%s step %d: non-finite %lld, loss %g, norm %g", want[i].mode,
+                  want[i].scaling, s, (long long)nonfinite, loss, norm);
+            CHECK_OK(mpx_optimizer_step_norm(opt, 0.01, norm));
+            CHECK_OK(mpx_graph_sync_weights(g, s + 1));
+            waits[s] = mpx_graph_host_waits(g) - w0;
+        }
+        printf("%s/%s: host waits per step %lld %lld %lld, statistics step %lld\n", want[i].mode,
+               want[i].scaling, (long long)waits[0], (long long)waits[1], (long long)waits[2],
+               (long long)waits[3]);
+        CHECK(waits[1] == want[i].per_step && waits[2] == want[i].per_step,
+              "%s/%s: %lld and %lld waits per step, want %d", want[i].mode, want[i].scaling,
+              (long long)waits[1], (long long)waits[2], want[i].per_step);
+        /* step 0 computes every adaptive factor (moments of dy and w per conv/linear) */
+        CHECK(strcmp(want[i].scaling, "adaptive") == 0 ? waits[0] > waits[1] : waits[0] == 1,
+              "%s/%s: step 0 waited %lld times", want[i].mode, want[i].scaling,
+              (long long)waits[0]);
+        /* statistics: moments per layer and one download of every layer's counts */
+        CHECK(waits[3] > waits[1] + mpx_graph_n_layers(g), "%s/%s: statistics step waited %lld",
+              want[i].mode, want[i].scaling, (long long)waits[3]);
+        /* mpx_optimizer_step reduces the norm itself: one more wait */
+        const int64_t w0 = mpx_graph_host_waits(g);
+        double own = 0;
+        CHECK_OK(mpx_optimizer_step(opt, 0.0, &own));
+        CHECK(mpx_graph_host_waits(g) - w0 == 1, "mpx_optimizer_step waited %lld times",
+              (long long)(mpx_graph_host_waits(g) - w0));
+        free(ls);
+        mpx_optimizer_free(opt);
+        mpx_graph_free(g);
+    }
+}
+
 int main(void) {
     test_param_counts();
     test_loss_falls();
     test_determinism();
+    test_host_waits();
     return mpx_test_done(__FILE__);
 }

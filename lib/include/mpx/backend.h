@@ -10,6 +10,7 @@
 #define MPX_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mpx/error.h"
 #include "mpx/numerics.h"
@@ -46,6 +47,16 @@ typedef struct mpx_backend {
     void (*download)(void *host, const void *src, size_t bytes);
     /* waits until all queued work is done (profiling: a node's time must be its own) */
     void (*sync)(void);
+    /* How many times the host has waited for this backend's results so far in the process: sync,
+     * download, and every entry that returns a value to the host (moments, abs_quantile, absmax,
+     * accumulate_absmax with a magnitude asked for); on CUDA also the operators' own waits (the
+     * label checks of the losses, the host-staged MultiBox forward). The CPU waits for nothing
+     * but counts the same entries, so the executor's count per step is tested without a GPU. */
+    int64_t (*host_waits)(void);
+    /* The first failure of an entry that cannot return a status (memory, numerics, optimizer
+     * updates) since the last call, then forgotten; MPX_OK when none. The executor asks after
+     * every pass, so such a failure surfaces as the pass's error with its message. */
+    mpx_status (*last_error)(void);
 
     /* numerics */
     void (*cast)(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);
@@ -62,12 +73,16 @@ typedef struct mpx_backend {
     void (*accumulate_absmax)(float *acc, const float *x, size_t n, float scale, float *acc_absmax,
                               float *x_absmax);
     /* acc[i] += decode(g[i]) * inv_scale, with the product rounded back to `g_dtype` first when
-     * round_to_storage is set (the 2019 code's FP16 unscale); returns non-finite count. */
-    int64_t (*unscale_accumulate)(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
-                                  int round_to_storage, float *acc);
+     * round_to_storage is set (the 2019 code's FP16 unscale); the count of non-finite addends is
+     * added to *nonfinite, a counter in backend memory, so the host reads one total per step
+     * instead of waiting for every parameter's count. */
+    void (*unscale_accumulate)(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
+                               int round_to_storage, float *acc, uint64_t *nonfinite);
 
     /* optimizer updates on FP32 masters (optim.h gives the rules) */
-    double (*sumsq)(const float *x, size_t n); /* sum of squares, double, thread-count independent */
+    /* *out (backend memory) = the sum of squares in double, thread-count independent; the
+     * optimizer collects every parameter's sum and reads them with one download. */
+    void (*sumsq)(const float *x, size_t n, double *out);
     void (*sgd_update)(float *w, const float *g, float *v, size_t n, const mpx_sgd_step *s);
     void (*adamw_update)(float *w, const float *g, float *m, float *v, size_t n,
                          const mpx_adamw_step *s);

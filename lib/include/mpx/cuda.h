@@ -26,10 +26,10 @@ const char *mpx_cuda_last_error(void);
  * and the operators declared below (GEMMs on cuBLAS, convolution on cuDNN, own kernels for the
  * rest; the MultiBox forward runs on the host, see below). Every operator entry is set. */
 const struct mpx_backend *mpx_backend_cuda(void);
-/* The table's entries cannot return a status: a failing entry sets the message and returns a
- * poisoned value (NaN for a reduction, n for the non-finite count of unscale_accumulate). This
- * returns the first such failure on this thread since the last call (MPX_OK when none) and
- * forgets it. */
+/* The table's entries cannot return a status: a failing entry sets the message and, where it
+ * returns a value, returns a poisoned one (NaN for a reduction). This returns the first such
+ * failure on this thread since the last call (MPX_OK when none) and forgets it; it is the
+ * table's last_error, which the executor asks after every pass. */
 mpx_status mpx_backend_cuda_error(void);
 /* Frees what the backend keeps for the life of the process: the cuBLAS and cuDNN handles and
  * cuDNN's algorithm table and workspace (the next operator call makes them again). Waits for
@@ -48,8 +48,9 @@ mpx_status mpx_cast_cuda(const mpx_cast_spec *spec, const float *src, void *dst,
 /* ---- numerics and optimizer updates on the device ----
  * The backend entries of backend.h with the CPU backend's semantics. Array arguments are device
  * pointers; `out`, returned values and the step structs are host memory. Element-wise functions
- * are asynchronous. The reductions (moments, absmax, abs_quantile, sumsq, unscale_accumulate)
- * wait for their result: each ends with one small device-to-host copy, a synchronisation.
+ * are asynchronous. The reductions that return a value to the host (moments, absmax,
+ * abs_quantile) wait for it: each ends with one small device-to-host copy. sumsq and
+ * unscale_accumulate write their results to device memory and do not wait.
  * Bits: every function gives the CPU backend's bits, Inf included (moments and sumsq keep the
  * CPU's block order, see moments.cu), except the payloads of NaN results: a NaN result is NaN;
  * decode and the accumulations keep an operand's payload as the CPU does (launch.cuh). */
@@ -60,17 +61,27 @@ mpx_status mpx_decode_cuda(mpx_dtype src_dtype, const void *src, float *dst, siz
 mpx_status mpx_moments_cuda(const float *x, size_t n, mpx_moments *out);
 /* mpx_absmax_f32. */
 mpx_status mpx_absmax_cuda(const float *x, size_t n, float *out);
+/* Two absmaxes with one wait: *ra of a[0..na) and *rb of b[0..nb); a NULL result pointer
+ * skips its array (an empty array gives 0). */
+mpx_status mpx_absmax2_cuda(const float *a, size_t na, float *ra, const float *b, size_t nb,
+                            float *rb);
 /* mpx_abs_quantile_ceil_pow2. */
 mpx_status mpx_abs_quantile_cuda(const float *x, size_t n, double q, float scale, float *out);
 /* acc[i] += scale * x[i] (FP32, no fused multiply-add, as on the CPU). */
 mpx_status mpx_accumulate_cuda(float *acc, const float *x, size_t n, float scale);
 /* acc[i] += decode(g[i]) * (float)inv_scale, rounded back to g_dtype first when
- * round_to_storage; *nonfinite = how many of those addends are Inf or NaN. Any floating g_dtype. */
+ * round_to_storage; how many of those addends are Inf or NaN is added to *nonfinite, a counter
+ * in DEVICE memory (asynchronous: no wait). Any floating g_dtype. */
 mpx_status mpx_unscale_accumulate_cuda(mpx_dtype g_dtype, const void *g, size_t n,
                                        double inv_scale, int round_to_storage, float *acc,
-                                       int64_t *nonfinite);
-/* Sum of squares in double over fixed blocks of 4096, in block order (the CPU's sumsq). */
+                                       uint64_t *nonfinite);
+/* Sum of squares in double over fixed blocks of 4096, in block order (the CPU's sumsq), written
+ * to *out in DEVICE memory (asynchronous: no wait). */
 mpx_status mpx_sumsq_cuda(const float *x, size_t n, double *out);
+/* How many times the host has waited for the device through this backend (backend.h's
+ * host_waits): downloads, synchronisations, the reductions that return a value, the
+ * operators' own checks and the host-staged MultiBox forward. */
+int64_t mpx_cuda_host_waits(void);
 /* The optimizer rules of backend_cpu.c (optim.h): SGD, AdamW, the LAMB direction, w -= a u. */
 mpx_status mpx_sgd_update_cuda(float *w, const float *g, float *v, size_t n,
                                const mpx_sgd_step *s);

@@ -150,7 +150,17 @@ mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *p, mpx_device de
 mpx_status mpx_graph_set_input(mpx_graph *g, int tensor, const void *host, mpx_dtype dtype,
                                int64_t count);
 mpx_status mpx_graph_forward(mpx_graph *g, int training);
-float mpx_graph_loss(const mpx_graph *g);
+/* The loss of the last forward pass; NAN when the graph has none or it cannot be read. On a
+ * device the first call after a forward pass waits for it (mpx_graph_backward reads the loss
+ * with its non-finite count, so after a backward pass this costs nothing). */
+float mpx_graph_loss(mpx_graph *g);
+/* The global L2 norm of the unscaled parameter gradients of the last backward pass (read with
+ * its non-finite count, so no extra wait); NAN before one, or after a forward pass since. */
+double mpx_graph_grad_norm(const mpx_graph *g);
+/* How many times the host has waited for the graph's backend so far (backend.h: host_waits),
+ * less the synchronisations of this graph's profiling clocks (mpx_graph_profile,
+ * mpx_graph_time_scaling); the difference across a step of this graph is that step's waits. */
+int64_t mpx_graph_host_waits(const mpx_graph *g);
 /* Decode a tensor's value into host FP32 (numel elements). */
 mpx_status mpx_graph_read(const mpx_graph *g, int tensor, float *host);
 /* Decode a tensor's gradient into host FP32 (unscaled: divided by the scale it carries). Only

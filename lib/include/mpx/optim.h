@@ -35,8 +35,13 @@ typedef struct mpx_optimizer mpx_optimizer;
 int mpx_optimizer_parse(const char *name);
 mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_optimizer **out);
 void mpx_optimizer_free(mpx_optimizer *o);
-/* One update with learning rate lr; returns the gradient norm before clipping in *grad_norm. */
+/* One update with learning rate lr; returns the gradient norm before clipping in *grad_norm.
+ * The norm costs one wait on a device (every parameter's sum in one download). */
 mpx_status mpx_optimizer_step(mpx_optimizer *o, double lr, double *grad_norm);
+/* The same update with the global gradient norm given (mpx_graph_grad_norm after the backward
+ * pass read it with the step's status): MPX_ERR_NUMERIC, masters untouched, when it is not
+ * finite. No wait, except LAMB's trust ratios (one). */
+mpx_status mpx_optimizer_step_norm(mpx_optimizer *o, double lr, double norm);
 /* Optimizer state for checkpoints: n_state arrays per parameter, each of the param's numel. */
 int mpx_optimizer_n_state(const mpx_optimizer *o);
 float *mpx_optimizer_state(mpx_optimizer *o, int param, int k);

@@ -135,6 +135,7 @@ typedef struct {
 typedef struct {
     char name[16], mode[8];
     double median_s, min_s, max_s, samples_per_s, gflops, ratio_ref, arena_bytes;
+    double waits_per_step;   /* the host's waits for the backend per measured step (backend.h) */
 } mpx_bench_row;
 
 typedef enum {
