@@ -86,8 +86,10 @@ result "cuda tests" "$pass passed, $fail failed, $skip skipped${failed:+ (failed
 # Each model's smoke config, fp32 and one fp16 method, on both devices from the same seed.
 # Step 1 sees the same weights and batch on both: only summation order and the convolution and
 # GEMM algorithms differ, so the losses agree to ~1e-6 relative; step 2 follows the first update,
-# so a wrong gradient shows there. Both must agree within 1e-3 (the size of a TF32 slip, a bug in
-# these modes; on an H200 fp16 differed by at most 4e-4, from casts rounding the other way).
+# so a wrong gradient shows there. Both must agree within 1e-3 (the size of a TF32 slip on FP32
+# data, a bug in these modes; fp16 convolutions and GEMMs run on TF32 tensor cores, which hold
+# their 16-bit operands exactly; on an H200 fp16 differed by at most 4e-4 with FP32 FMA math,
+# from casts rounding the other way).
 # Later steps drift apart as those differences compound (SSD most, as its hard-negative mining
 # flips picks: up to 5% on an H200): reported, and failed only beyond 10%.
 train_ok=1

@@ -80,6 +80,7 @@ static void cuda_sync(void) {
     mpx_cuda_count_wait();
     REMEMBER(cudaDeviceSynchronize());
 }
+static void cuda_gemm_operands(mpx_dtype exact) { failed(mpx_cuda_set_operand_format(exact)); }
 static void cuda_cast(const mpx_cast_spec *spec, const float *src, void *dst, size_t n) {
     failed(mpx_cast_cuda(spec, src, dst, n));
 }
@@ -159,6 +160,7 @@ static mpx_backend make_backend(void) {
     b.sync = cuda_sync;
     b.host_waits = mpx_cuda_host_waits;
     b.last_error = mpx_backend_cuda_error;
+    b.gemm_operands = cuda_gemm_operands;
     b.cast = cuda_cast;
     b.decode = cuda_decode;
     b.moments = cuda_moments;

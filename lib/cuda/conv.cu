@@ -2,8 +2,11 @@
  * with the semantics of lib/ops/conv2d.c: x [N,H,W,C], w HWIO [KH,KW,C,K], optional bias [K],
  * y [N,OH,OW,K], stride and padding per the attr (no groups, no dilation: the CPU op has none).
  *
- * Precision and layout: cuDNN runs in FP32 throughout (CUDNN_DATA_FLOAT data and compute, math
- * type CUDNN_FMA_MATH, so neither tensor cores nor TF32 are used). Inputs stored as F16/BF16 are
+ * Precision and layout: cuDNN runs on FP32 data with FP32 compute (CUDNN_DATA_FLOAT). The math
+ * type is CUDNN_FMA_MATH (neither tensor cores nor TF32) unless the operands are declared exact
+ * in F16 or BF16 (mpx_cuda_set_operand_format, as the executor does in 16-bit modes): then
+ * CUDNN_TENSOR_OP_MATH, TF32 tensor cores, whose conversion of such values is exact, so the
+ * products are exact and only the FP32 accumulation order differs. Inputs stored as F16/BF16 are
  * decoded to FP32 scratch first (exact); the HWIO weights are reordered to cuDNN's KRSC
  * ("NHWC" filter) layout in FP32 scratch. An F32 output without bias is written by cuDNN
  * directly; otherwise cuDNN writes FP32 scratch and one kernel adds the bias in FP32 and rounds
@@ -11,10 +14,11 @@
  * scratch and reordered into HWIO with that one rounding. The bias gradient is a column sum of
  * dy in double in row order (one thread per channel), the order of the CPU's SGEMM path.
  *
- * Algorithms: chosen once per (pass, shape) with cudnnGet*Algorithm_v7 (heuristics, no timing,
- * so the choice cannot depend on the machine's load), taking the first algorithm that cuDNN
- * reports as supported, deterministic, not tensor-op math and not FFT/Winograd (whose error is
- * not bounded element-wise like a direct sum's), and cached in a small table.
+ * Algorithms: chosen once per (pass, shape, math) with cudnnGet*Algorithm_v7 (heuristics, no
+ * timing, so the choice cannot depend on the machine's load), taking the first algorithm that
+ * cuDNN reports as supported, deterministic, of the allowed math (tensor-op math only when
+ * declared exact) and not FFT/Winograd (whose error is not bounded element-wise like a direct
+ * sum's), and cached in a small table with the math type it runs in.
  * One workspace buffer is shared by all calls and grown as needed. A handle, the table and the
  * workspace live for the process, guarded by one mutex (ops run on one host thread at a time).
  */
@@ -137,11 +141,12 @@ __global__ void column_sum(const void *dy, mpx_dtype dt, int64_t m, int k, void 
 /* ---- cuDNN state: handle, algorithm table, workspace ---- */
 
 struct Key {
-    int pass, n, h, w, c, k, kh, kw, sh, sw, ph, pw;
+    int pass, n, h, w, c, k, kh, kw, sh, sw, ph, pw, tensor_cores;
 };
 struct Entry {
     Key key;
     int used, algo;
+    cudnnMathType_t math;
     size_t ws;
 };
 constexpr int kTable = 64;
@@ -217,7 +222,8 @@ struct Descs {
     }
 };
 
-mpx_status make_descs(const char *op, const mpx_conv2d_attr *a, const Geom &g, Descs *d) {
+mpx_status make_descs(const char *op, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores,
+                      Descs *d) {
     CUDNN_TRY(op, cudnnCreateTensorDescriptor(&d->x));
     CUDNN_TRY(op, cudnnCreateTensorDescriptor(&d->y));
     CUDNN_TRY(op, cudnnCreateFilterDescriptor(&d->w));
@@ -231,7 +237,8 @@ mpx_status make_descs(const char *op, const mpx_conv2d_attr *a, const Geom &g, D
     CUDNN_TRY(op, cudnnSetConvolution2dDescriptor(d->conv, a->pad_h, a->pad_w, a->stride_h,
                                                   a->stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
                                                   CUDNN_DATA_FLOAT));
-    CUDNN_TRY(op, cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH));
+    CUDNN_TRY(op, cudnnSetConvolutionMathType(d->conv, tensor_cores ? CUDNN_TENSOR_OP_MATH
+                                                                    : CUDNN_FMA_MATH));
     return MPX_OK;
 }
 
@@ -254,37 +261,47 @@ bool transform_algo(cudnnConvolutionBwdFilterAlgo_t a) {
            a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
 }
 
-/* 1 when a heuristic result is usable: supported, deterministic, no tensor-op math, not a
- * transform-based algorithm. */
-template <class Perf> int usable(const Perf &p) {
-    return p.status == CUDNN_STATUS_SUCCESS && p.determinism == CUDNN_DETERMINISTIC &&
-           (p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH) &&
+/* 1 when a heuristic result is usable: supported, deterministic, not a transform-based
+ * algorithm, and of FMA (or default) math, or tensor-op math when the operands are declared
+ * exact. Never CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: its down-conversion to F16 would not be
+ * exact for BF16 values outside F16's range. */
+template <class Perf> int usable(const Perf &p, int tensor_cores) {
+    const int math = p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH ||
+                     (tensor_cores && p.mathType == CUDNN_TENSOR_OP_MATH);
+    return p.status == CUDNN_STATUS_SUCCESS && p.determinism == CUDNN_DETERMINISTIC && math &&
            !transform_algo(p.algo);
 }
 
-/* The cached (algorithm, workspace bytes) for this pass and shape, chosen on first use. */
-mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, cudnnHandle_t h,
-                     const Descs &d, int *algo, size_t *ws) {
+/* The cached (algorithm, workspace bytes) for this pass, shape and math, chosen on first use;
+ * the descriptor's math type is set to the one the algorithm was reported with (cuDNN's rule
+ * for running a heuristic's choice). */
+mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores,
+                     cudnnHandle_t h, const Descs &d, int *algo, size_t *ws) {
     const char *op = kPass[pass];
     Key key;
     memset(&key, 0, sizeof key);
-    key = Key{pass, g.n, g.h, g.w, g.c, g.k, g.kh, g.kw, a->stride_h, a->stride_w, a->pad_h,
-              a->pad_w};
+    key = Key{pass,        g.n,         g.h,      g.w,      g.c,         g.k, g.kh,
+              g.kw,        a->stride_h, a->stride_w, a->pad_h, a->pad_w, tensor_cores};
     for (int i = 0; i < kTable; i++)
         if (g_table[i].used && memcmp(&g_table[i].key, &key, sizeof key) == 0) {
             *algo = g_table[i].algo;
             *ws = g_table[i].ws;
+            CUDNN_TRY(op, cudnnSetConvolutionMathType(d.conv, g_table[i].math));
             return MPX_OK;
         }
     enum { kMax = 16 };
     int got = 0, chosen = -1;
+    cudnnMathType_t math = CUDNN_FMA_MATH;
     size_t bytes = 0;
     if (pass == MPX_CONV_FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t perf[kMax];
         CUDNN_TRY(op, cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, kMax, &got,
                                                              perf));
         for (int i = 0; i < got && chosen < 0; i++)
-            if (usable(perf[i])) chosen = (int)perf[i].algo;
+            if (usable(perf[i], tensor_cores)) {
+                chosen = (int)perf[i].algo;
+                math = perf[i].mathType;
+            }
         if (chosen >= 0)
             CUDNN_TRY(op, cudnnGetConvolutionForwardWorkspaceSize(
                               h, d.x, d.w, d.conv, d.y, (cudnnConvolutionFwdAlgo_t)chosen, &bytes));
@@ -293,7 +310,10 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, cudnnHan
         CUDNN_TRY(op, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, kMax,
                                                                   &got, perf));
         for (int i = 0; i < got && chosen < 0; i++)
-            if (usable(perf[i])) chosen = (int)perf[i].algo;
+            if (usable(perf[i], tensor_cores)) {
+                chosen = (int)perf[i].algo;
+                math = perf[i].mathType;
+            }
         if (chosen >= 0)
             CUDNN_TRY(op, cudnnGetConvolutionBackwardDataWorkspaceSize(
                               h, d.w, d.y, d.conv, d.x, (cudnnConvolutionBwdDataAlgo_t)chosen,
@@ -303,7 +323,10 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, cudnnHan
         CUDNN_TRY(op, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
                                                                     kMax, &got, perf));
         for (int i = 0; i < got && chosen < 0; i++)
-            if (usable(perf[i])) chosen = (int)perf[i].algo;
+            if (usable(perf[i], tensor_cores)) {
+                chosen = (int)perf[i].algo;
+                math = perf[i].mathType;
+            }
         if (chosen >= 0)
             CUDNN_TRY(op, cudnnGetConvolutionBackwardFilterWorkspaceSize(
                               h, d.x, d.y, d.conv, d.w, (cudnnConvolutionBwdFilterAlgo_t)chosen,
@@ -311,16 +334,19 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, cudnnHan
     }
     if (chosen < 0)
         return mpx_fail(MPX_ERR_UNSUPPORTED,
-                        "%s: cuDNN offers no deterministic FP32 (non-tensor-op) algorithm for "
+                        "%s: cuDNN offers no deterministic %s algorithm for "
                         "x [%d,%d,%d,%d], w [%d,%d,%d,%d], stride %dx%d, pad %dx%d",
-                        op, g.n, g.h, g.w, g.c, g.kh, g.kw, g.c, g.k, a->stride_h, a->stride_w,
-                        a->pad_h, a->pad_w);
+                        op, tensor_cores ? "FP32 or TF32" : "FP32 (non-tensor-op)", g.n, g.h,
+                        g.w, g.c, g.kh, g.kw, g.c, g.k, a->stride_h, a->stride_w, a->pad_h,
+                        a->pad_w);
     Entry &e = g_table[g_next];
     g_next = (g_next + 1) % kTable;
     e.key = key;
     e.used = 1;
     e.algo = chosen;
+    e.math = math;
     e.ws = bytes;
+    CUDNN_TRY(op, cudnnSetConvolutionMathType(d.conv, math));
     *algo = chosen;
     *ws = bytes;
     return MPX_OK;
@@ -398,11 +424,12 @@ extern "C" mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mp
     std::lock_guard<std::mutex> lock(g_mutex);
     cudnnHandle_t h = nullptr;
     MPX_TRY(get_handle(op, &h));
+    const int tc = cuop_tensor_cores();
     Descs d;
-    MPX_TRY(make_descs(op, a, g, &d));
+    MPX_TRY(make_descs(op, a, g, tc, &d));
     int algo = 0;
     size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_FORWARD, a, g, h, d, &algo, &ws_bytes));
+    MPX_TRY(pick_algo(MPX_CONV_FORWARD, a, g, tc, h, d, &algo, &ws_bytes));
     void *ws = nullptr;
     MPX_TRY(workspace(ws_bytes, &ws));
     Scratch s;
@@ -429,11 +456,12 @@ extern "C" mpx_status mpx_conv2d_backward_data_cuda(const mpx_conv2d_attr *a,
     std::lock_guard<std::mutex> lock(g_mutex);
     cudnnHandle_t h = nullptr;
     MPX_TRY(get_handle(op, &h));
+    const int tc = cuop_tensor_cores();
     Descs d;
-    MPX_TRY(make_descs(op, a, g, &d));
+    MPX_TRY(make_descs(op, a, g, tc, &d));
     int algo = 0;
     size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_DATA, a, g, h, d, &algo, &ws_bytes));
+    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_DATA, a, g, tc, h, d, &algo, &ws_bytes));
     void *ws = nullptr;
     MPX_TRY(workspace(ws_bytes, &ws));
     Scratch s;
@@ -460,11 +488,12 @@ extern "C" mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a,
     std::lock_guard<std::mutex> lock(g_mutex);
     cudnnHandle_t h = nullptr;
     MPX_TRY(get_handle(op, &h));
+    const int tc = cuop_tensor_cores();
     Descs d;
-    MPX_TRY(make_descs(op, a, g, &d));
+    MPX_TRY(make_descs(op, a, g, tc, &d));
     int algo = 0;
     size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_WEIGHTS, a, g, h, d, &algo, &ws_bytes));
+    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_WEIGHTS, a, g, tc, h, d, &algo, &ws_bytes));
     void *ws = nullptr;
     MPX_TRY(workspace(ws_bytes, &ws));
     Scratch s;

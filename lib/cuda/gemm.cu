@@ -8,8 +8,12 @@
  * operand's transpose flag kept (gemm_run).
  *
  * Precision: cublasGemmEx / cublasGemmStridedBatchedEx with CUBLAS_COMPUTE_32F (FP32 products
- * and accumulation; the handle's math mode forbids reduced-precision split-K reductions and
- * TF32 is never enabled), inputs F32, F16 or BF16 as stored, output written in the output
+ * and accumulation; the handle's math mode forbids reduced-precision split-K reductions), or
+ * CUBLAS_COMPUTE_32F_FAST_TF32 for F32 inputs declared exact in F16 or BF16
+ * (mpx_cuda_set_operand_format): TF32 holds such values exactly, so the products stay exact and
+ * the accumulation FP32; F32 inputs without that declaration never meet TF32. Inputs F32, F16
+ * or BF16 as stored (16-bit inputs use tensor cores with FP32 accumulation under either
+ * compute type), output written in the output
  * tensor's dtype with one rounding. cuBLAS takes A and B of one dtype and an output of that
  * dtype or F32; other mixes are handled here: an input of another dtype than its partner is
  * decoded to F32 scratch first (exact), and an output cuBLAS cannot write goes through F32
@@ -175,17 +179,20 @@ mpx_status gemm_run(const Gemm &g) {
         const cublasOperation_t opb = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
         const cublasOperation_t opa = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
         const int lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n, ldc = g.n;
+        const cublasComputeType_t compute =
+            in_t == MPX_F32 && cuop_tensor_cores() ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                   : CUBLAS_COMPUTE_32F;
         cublasStatus_t cs;
         if (g.batch == 1)
             cs = cublasGemmEx(h, opb, opa, g.n, g.m, g.k, &g.alpha, b.p, cuda_type(in_t), ldb, a.p,
                               cuda_type(in_t), lda, &beta, c, cuda_type(ct), ldc,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                              compute, CUBLAS_GEMM_DEFAULT);
         else
             cs = cublasGemmStridedBatchedEx(h, opb, opa, g.n, g.m, g.k, &g.alpha, b.p,
                                             cuda_type(in_t), ldb, (long long)g.k * g.n, a.p,
                                             cuda_type(in_t), lda, (long long)g.m * g.k, &beta, c,
                                             cuda_type(ct), ldc, (long long)g.m * g.n, g.batch,
-                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                                            compute, CUBLAS_GEMM_DEFAULT);
         if (cs != CUBLAS_STATUS_SUCCESS) {
             char buf[96];
             st = mpx_fail(MPX_ERR_BACKEND, "%s: cuBLAS GEMM %s (%s x %s -> %s): %s", g.op,

@@ -23,6 +23,7 @@
 #include "lib/cuda/check.cuh"
 #include "lib/cuda/launch.cuh"
 #include "lib/numerics/fp_bits.h"
+#include "mpx/cuda.h"
 #include "mpx/error.h"
 #include "mpx/tensor.h"
 
@@ -47,6 +48,9 @@ mpx_status cuop_launch_fail(const char *op, const char *what, const mpx_tensor *
 mpx_status cuop_scratch(size_t bytes, void **p);
 /* Free what conv.cu (the cuDNN handle, its algorithm table and workspace) and gemm.cu (the
  * cuBLAS handle) keep for the process; made again on next use. Parts of mpx_cuda_release. */
+/* 1 when the GEMM-family operands may run on TF32 tensor cores: they are declared exact in
+ * F16 or BF16 (mpx_cuda_set_operand_format), so TF32 holds them exactly. */
+static inline int cuop_tensor_cores(void) { return mpx_cuda_operand_format() != MPX_F32; }
 mpx_status cuop_conv_release(void);
 mpx_status cuop_gemm_release(void);
 

@@ -274,8 +274,15 @@ static double profile_clock(mpx_graph *g) {
     return mpx_now();
 }
 
+/* Every GEMM-family operand of this graph is a stored value or gradient, so it is exact in the
+ * precision's low format (backend.h: gemm_operands). */
+static void declare_operands(mpx_graph *g) {
+    if (g->be->gemm_operands) g->be->gemm_operands(g->prec.low);
+}
+
 mpx_status mpx_graph_forward(mpx_graph *g, int training) {
     if (!g->compiled) return mpx_fail(MPX_ERR_INTERNAL, "graph not compiled");
+    declare_operands(g);
     for (int i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];
         if (n->op == OP_INPUT) continue;
@@ -501,6 +508,7 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
     if (o->loss_scale <= 0 || !isfinite(o->loss_scale))
         return mpx_fail(MPX_ERR_INPUT, "loss scale %g is not a positive finite number", o->loss_scale);
     g->bw = o;
+    declare_operands(g);
     g->layerwise = o->scaling && mpx_scaling_is_layerwise(o->scaling->method);
     g->step = o->step;
     g->be->zero(&g->dev_status->nonfinite, sizeof g->dev_status->nonfinite);

@@ -14,7 +14,10 @@
  * the bias addition), plus one ulp of the output format for F16/BF16 (each side rounds once).
  * sum|a b| per element is the same CPU op run on |inputs|. TF32 inputs (2^-11 relative per
  * product) would exceed this bound on these shapes, so the test also catches a reduced-precision
- * algorithm. Inputs are uniform in [-1, 1), rounded to their storage format.
+ * algorithm — except where F32 data hold F16/BF16 values and say so (the "tf32"
+ * configurations, mpx_cuda_set_operand_format): TF32 holds those exactly, the products are
+ * exact, and the same bound applies to the tensor-core algorithms cuDNN may then choose.
+ * Inputs are uniform in [-1, 1), rounded to their storage format (or the declared one).
  * Skipped (77) without a device.
  */
 #include <math.h>
@@ -28,13 +31,25 @@
 typedef struct {
     mpx_dtype x, w, b, y, dw;
     const char *name;
+    /* F16/BF16: the F32 data hold values of that format, declared to the backend
+     * (mpx_cuda_set_operand_format), which may then use TF32 tensor cores; F32: nothing declared */
+    mpx_dtype exact;
 } conv_cfg;
 
+/* The format test data of a tensor stored as `storage` are rounded to. */
+static mpx_dtype data_format(const conv_cfg *cf, mpx_dtype storage) {
+    return storage == MPX_F32 ? cf->exact : storage;
+}
+
 static const conv_cfg CFGS[] = {
-    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32"},
-    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16"},
-    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16"},
-    {MPX_F16, MPX_F32, MPX_BF16, MPX_BF16, MPX_BF16, "mixed"},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32", MPX_F32},
+    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16", MPX_F32},
+    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16", MPX_F32},
+    {MPX_F16, MPX_F32, MPX_BF16, MPX_BF16, MPX_BF16, "mixed", MPX_F32},
+    /* F32 tensors holding 16-bit values, declared (an executor in a 16-bit mode): TF32 tensor
+     * cores, exact on these operands, so the FP32 bound above still holds */
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding f16, tf32", MPX_F16},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding bf16, tf32", MPX_BF16},
 };
 
 typedef struct {
@@ -60,8 +75,10 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
     const int64_t ys[4] = {s->n, oh, ow, s->k}, bs[1] = {s->k};
     const size_t nx = numel_of(4, xs), nw = numel_of(4, ws), ny = numel_of(4, ys);
     const size_t nb = (size_t)s->k, nmax = nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny);
-    float *x = rand_in(cf->x, nx, -1, 1, seed), *w = rand_in(cf->w, nw, -1, 1, seed + 1);
-    float *b = rand_in(cf->b, nb, -1, 1, seed + 2), *dy = rand_in(cf->y, ny, -1, 1, seed + 3);
+    float *x = rand_in(data_format(cf, cf->x), nx, -1, 1, seed);
+    float *w = rand_in(data_format(cf, cf->w), nw, -1, 1, seed + 1);
+    float *b = rand_in(data_format(cf, cf->b), nb, -1, 1, seed + 2);
+    float *dy = rand_in(data_format(cf, cf->y), ny, -1, 1, seed + 3);
     float *ax = abs_copy(x, nx), *aw = abs_copy(w, nw), *ab = abs_copy(b, nb);
     float *ady = abs_copy(dy, ny);
     float *ref = hbuf(nmax), *mag = hbuf(nmax), *ref_db = hbuf(nb), *mag_db = hbuf(nb);
@@ -148,10 +165,13 @@ static void test_errors(void) {
 int main(void) {
     if (!ops_test_setup()) return MPX_TEST_SKIP;
     uint64_t seed = 1000;
-    for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++)
+    for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++) {
+        CHECK_OK(mpx_cuda_set_operand_format(CFGS[c].exact));
         for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++)
             for (int bias = 0; bias < 2; bias++, seed += 10)
                 test_case(&CFGS[c], &SHAPES[s], bias, seed);
+    }
+    CHECK_OK(mpx_cuda_set_operand_format(MPX_F32));
     test_errors();
     check_device_clean("end");
     /* Leaves nothing behind for compute-sanitizer's leak check. */

@@ -13,7 +13,10 @@
  *    covers tensor cores that truncate instead of rounding while accumulating, and + 2 the bias
  *    addition and alpha. sum|a b| is the same op run on the CPU with |inputs|. On the shorter
  *    reductions here (K up to a few dozen) TF32 inputs (2^-11 relative per product) or FP16
- *    accumulation would exceed the bound, so the test also catches reduced-precision GEMMs.
+ *    accumulation would exceed the bound, so the test also catches reduced-precision GEMMs —
+ *    except where F32 data hold F16/BF16 values and say so (the "tf32" configurations,
+ *    mpx_cuda_set_operand_format): TF32 holds those exactly, the products are exact, and the
+ *    same bound applies.
  *    K is IN for forward, OUT for backward-data, M (the rows) for backward-weights, and the
  *    reduced dim of each bmm product.
  *  - the bias gradient: exact (a column sum in double in row order on both sides).
@@ -29,21 +32,33 @@
 typedef struct {
     mpx_dtype x, w, b, y, dw;
     const char *name;
+    /* F16/BF16: the F32 data hold values of that format, declared to the backend
+     * (mpx_cuda_set_operand_format), which may then use TF32 tensor cores; F32: nothing declared */
+    mpx_dtype exact;
 } gemm_cfg;
 
+/* The format test data of a tensor stored as `storage` are rounded to. */
+static mpx_dtype data_format(const gemm_cfg *cf, mpx_dtype storage) {
+    return storage == MPX_F32 ? cf->exact : storage;
+}
+
 static const gemm_cfg CFGS[] = {
-    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32"},
-    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16"},
-    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16"},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32", MPX_F32},
+    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16", MPX_F32},
+    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16", MPX_F32},
     /* F16 inputs written to F32 (a fan-out branch's FP32 gradient) */
-    {MPX_F16, MPX_F16, MPX_F16, MPX_F32, MPX_F32, "f16->f32"},
+    {MPX_F16, MPX_F16, MPX_F16, MPX_F32, MPX_F32, "f16->f32", MPX_F32},
     /* mixed inputs (x decoded to F32 for cuBLAS), output through F32 scratch, bias in the
      * rounding kernel, weight gradients in BF16 */
-    {MPX_F16, MPX_F32, MPX_BF16, MPX_BF16, MPX_BF16, "mixed"},
+    {MPX_F16, MPX_F32, MPX_BF16, MPX_BF16, MPX_BF16, "mixed", MPX_F32},
     /* F32 inputs, F16 output: cuBLAS cannot write it, staged */
-    {MPX_F32, MPX_F32, MPX_F32, MPX_F16, MPX_F32, "f32->f16"},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F16, MPX_F32, "f32->f16", MPX_F32},
     /* BF16 GEMM with an F32 bias: staged so the bias is added before the one rounding */
-    {MPX_BF16, MPX_BF16, MPX_F32, MPX_BF16, MPX_F32, "bf16+f32 bias"},
+    {MPX_BF16, MPX_BF16, MPX_F32, MPX_BF16, MPX_F32, "bf16+f32 bias", MPX_F32},
+    /* F32 tensors holding 16-bit values, declared (an executor in a 16-bit mode): TF32 tensor
+     * cores, exact on these operands, so the FP32 bound above still holds */
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding f16, tf32", MPX_F16},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding bf16, tf32", MPX_BF16},
 };
 
 /* (K + 2) 2^-22: see the header comment. */
@@ -71,9 +86,10 @@ static void test_linear_case(const gemm_cfg *cf, const lin_shape *s, int transpo
     const int64_t ws[2] = {transposed ? s->out : s->in, transposed ? s->in : s->out};
     const int64_t bs[1] = {s->out};
     const size_t nx = (size_t)(m * s->in), ny = (size_t)(m * s->out), nw = (size_t)(s->in * s->out);
-    float *x = rand_in(cf->x, nx, -1, 1, seed), *w = rand_in(cf->w, nw, -1, 1, seed + 1);
-    float *b = rand_in(cf->b, (size_t)s->out, -1, 1, seed + 2);
-    float *dy = rand_in(cf->y, ny, -1, 1, seed + 3);
+    float *x = rand_in(data_format(cf, cf->x), nx, -1, 1, seed);
+    float *w = rand_in(data_format(cf, cf->w), nw, -1, 1, seed + 1);
+    float *b = rand_in(data_format(cf, cf->b), (size_t)s->out, -1, 1, seed + 2);
+    float *dy = rand_in(data_format(cf, cf->y), ny, -1, 1, seed + 3);
     float *ax = abs_copy(x, nx), *aw = abs_copy(w, nw), *ab = abs_copy(b, (size_t)s->out);
     float *ady = abs_copy(dy, ny);
     float *ref = hbuf(ny > nx ? (ny > nw ? ny : nw) : (nx > nw ? nx : nw)),
@@ -163,11 +179,14 @@ static void test_linear_case(const gemm_cfg *cf, const lin_shape *s, int transpo
 
 static void test_linear(void) {
     uint64_t seed = 100;
-    for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++)
+    for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++) {
+        CHECK_OK(mpx_cuda_set_operand_format(CFGS[c].exact));
         for (size_t s = 0; s < sizeof LIN_SHAPES / sizeof LIN_SHAPES[0]; s++)
             for (int t = 0; t < 2; t++)
                 for (int bias = 0; bias < 2; bias++)
                     test_linear_case(&CFGS[c], &LIN_SHAPES[s], t, bias, seed += 10);
+    }
+    CHECK_OK(mpx_cuda_set_operand_format(MPX_F32));
     check_device_clean("linear");
 }
 
@@ -206,8 +225,9 @@ static void test_bmm_case(const gemm_cfg *cf, const bmm_shape *s, int ta, int tb
     const size_t na = (size_t)(batch * s->m * s->k), nb = (size_t)(batch * s->k * s->n);
     const size_t nc = (size_t)(batch * s->m * s->n);
     /* a in x's dtype, b in w's, c in y's (dc too; da, db in their operands' dtypes) */
-    float *a = rand_in(cf->x, na, -1, 1, seed), *b = rand_in(cf->w, nb, -1, 1, seed + 1);
-    float *dc = rand_in(cf->y, nc, -1, 1, seed + 2);
+    float *a = rand_in(data_format(cf, cf->x), na, -1, 1, seed);
+    float *b = rand_in(data_format(cf, cf->w), nb, -1, 1, seed + 1);
+    float *dc = rand_in(data_format(cf, cf->y), nc, -1, 1, seed + 2);
     float *aa = abs_copy(a, na), *ab = abs_copy(b, nb), *adc = abs_copy(dc, nc);
     float *ref = hbuf(na + nb + nc), *mag = hbuf(na + nb + nc);
     mpx_tensor ha = host_t(nd, as, a), hb = host_t(nd, bs, b), hdc = host_t(nd, cs, dc);
@@ -258,11 +278,14 @@ static void test_bmm_case(const gemm_cfg *cf, const bmm_shape *s, int ta, int tb
 
 static void test_bmm(void) {
     uint64_t seed = 5000;
-    for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++)
+    for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++) {
+        CHECK_OK(mpx_cuda_set_operand_format(CFGS[c].exact));
         for (size_t s = 0; s < sizeof BMM_SHAPES / sizeof BMM_SHAPES[0]; s++)
             for (int t = 0; t < 4; t++)
                 test_bmm_case(&CFGS[c], &BMM_SHAPES[s], t & 1, t >> 1, (t & 1) ? 0.125f : 1.0f,
                               seed += 10);
+    }
+    CHECK_OK(mpx_cuda_set_operand_format(MPX_F32));
     check_device_clean("bmm");
 }
 

@@ -31,6 +31,18 @@ const struct mpx_backend *mpx_backend_cuda(void);
  * failure on this thread since the last call (MPX_OK when none) and forgets it; it is the
  * table's last_error, which the executor asks after every pass. */
 mpx_status mpx_backend_cuda_error(void);
+/* The format the F32 operands of the GEMM-family operators (conv2d, linear, linear_t, bmm) on
+ * this host thread are exact in: F32 (the default: nothing declared), F16 or BF16 (an
+ * executor running a 16-bit precision mode, whose operands are decoded from 16-bit storage).
+ * With F16 or BF16 declared those operators run on TF32 tensor cores (cuDNN tensor-op math,
+ * cuBLAS CUBLAS_COMPUTE_32F_FAST_TF32): every F16 and BF16 value is a TF32 value (TF32 has
+ * FP32's exponent range and F16's 10 fraction bits), so the conversion is exact, the products
+ * are exact in FP32 and the accumulation stays FP32 — the arithmetic of FP16 tensor cores with
+ * FP32 accumulation, at tensor-core speed. With F32 they use FP32 FMA math (no TF32, no
+ * tensor cores on F32 data). MPX_ERR_INPUT for any other dtype. The backend table's
+ * gemm_operands entry. */
+mpx_status mpx_cuda_set_operand_format(mpx_dtype exact);
+mpx_dtype mpx_cuda_operand_format(void);
 /* Frees what the backend keeps for the life of the process: the cuBLAS and cuDNN handles and
  * cuDNN's algorithm table and workspace (the next operator call makes them again). Waits for
  * the device. For leak checkers (compute-sanitizer --leak-check full) and long-lived hosts. */
