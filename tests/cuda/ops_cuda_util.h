@@ -67,6 +67,13 @@ static inline float *rand_in(mpx_dtype dt, size_t n, float lo, float hi, uint64_
     return x;
 }
 
+/* The format test data of a tensor stored as `storage` are rounded to: its own, or for F32
+ * storage the 16-bit format the data are declared exact in (mpx_cuda_set_operand_format; F32
+ * when none is). */
+static inline mpx_dtype data_format(mpx_dtype storage, mpx_dtype declared) {
+    return storage == MPX_F32 ? declared : storage;
+}
+
 static inline float *abs_copy(const float *x, size_t n) {
     float *y = hbuf(n);
     for (size_t i = 0; i < n; i++)

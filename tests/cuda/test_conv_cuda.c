@@ -36,11 +36,6 @@ typedef struct {
     mpx_dtype exact;
 } conv_cfg;
 
-/* The format test data of a tensor stored as `storage` are rounded to. */
-static mpx_dtype data_format(const conv_cfg *cf, mpx_dtype storage) {
-    return storage == MPX_F32 ? cf->exact : storage;
-}
-
 static const conv_cfg CFGS[] = {
     {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32", MPX_F32},
     {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16", MPX_F32},
@@ -75,10 +70,10 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
     const int64_t ys[4] = {s->n, oh, ow, s->k}, bs[1] = {s->k};
     const size_t nx = numel_of(4, xs), nw = numel_of(4, ws), ny = numel_of(4, ys);
     const size_t nb = (size_t)s->k, nmax = nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny);
-    float *x = rand_in(data_format(cf, cf->x), nx, -1, 1, seed);
-    float *w = rand_in(data_format(cf, cf->w), nw, -1, 1, seed + 1);
-    float *b = rand_in(data_format(cf, cf->b), nb, -1, 1, seed + 2);
-    float *dy = rand_in(data_format(cf, cf->y), ny, -1, 1, seed + 3);
+    float *x = rand_in(data_format(cf->x, cf->exact), nx, -1, 1, seed);
+    float *w = rand_in(data_format(cf->w, cf->exact), nw, -1, 1, seed + 1);
+    float *b = rand_in(data_format(cf->b, cf->exact), nb, -1, 1, seed + 2);
+    float *dy = rand_in(data_format(cf->y, cf->exact), ny, -1, 1, seed + 3);
     float *ax = abs_copy(x, nx), *aw = abs_copy(w, nw), *ab = abs_copy(b, nb);
     float *ady = abs_copy(dy, ny);
     float *ref = hbuf(nmax), *mag = hbuf(nmax), *ref_db = hbuf(nb), *mag_db = hbuf(nb);

@@ -37,11 +37,6 @@ typedef struct {
     mpx_dtype exact;
 } gemm_cfg;
 
-/* The format test data of a tensor stored as `storage` are rounded to. */
-static mpx_dtype data_format(const gemm_cfg *cf, mpx_dtype storage) {
-    return storage == MPX_F32 ? cf->exact : storage;
-}
-
 static const gemm_cfg CFGS[] = {
     {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32", MPX_F32},
     {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16", MPX_F32},
@@ -86,10 +81,10 @@ static void test_linear_case(const gemm_cfg *cf, const lin_shape *s, int transpo
     const int64_t ws[2] = {transposed ? s->out : s->in, transposed ? s->in : s->out};
     const int64_t bs[1] = {s->out};
     const size_t nx = (size_t)(m * s->in), ny = (size_t)(m * s->out), nw = (size_t)(s->in * s->out);
-    float *x = rand_in(data_format(cf, cf->x), nx, -1, 1, seed);
-    float *w = rand_in(data_format(cf, cf->w), nw, -1, 1, seed + 1);
-    float *b = rand_in(data_format(cf, cf->b), (size_t)s->out, -1, 1, seed + 2);
-    float *dy = rand_in(data_format(cf, cf->y), ny, -1, 1, seed + 3);
+    float *x = rand_in(data_format(cf->x, cf->exact), nx, -1, 1, seed);
+    float *w = rand_in(data_format(cf->w, cf->exact), nw, -1, 1, seed + 1);
+    float *b = rand_in(data_format(cf->b, cf->exact), (size_t)s->out, -1, 1, seed + 2);
+    float *dy = rand_in(data_format(cf->y, cf->exact), ny, -1, 1, seed + 3);
     float *ax = abs_copy(x, nx), *aw = abs_copy(w, nw), *ab = abs_copy(b, (size_t)s->out);
     float *ady = abs_copy(dy, ny);
     float *ref = hbuf(ny > nx ? (ny > nw ? ny : nw) : (nx > nw ? nx : nw)),
@@ -225,9 +220,9 @@ static void test_bmm_case(const gemm_cfg *cf, const bmm_shape *s, int ta, int tb
     const size_t na = (size_t)(batch * s->m * s->k), nb = (size_t)(batch * s->k * s->n);
     const size_t nc = (size_t)(batch * s->m * s->n);
     /* a in x's dtype, b in w's, c in y's (dc too; da, db in their operands' dtypes) */
-    float *a = rand_in(data_format(cf, cf->x), na, -1, 1, seed);
-    float *b = rand_in(data_format(cf, cf->w), nb, -1, 1, seed + 1);
-    float *dc = rand_in(data_format(cf, cf->y), nc, -1, 1, seed + 2);
+    float *a = rand_in(data_format(cf->x, cf->exact), na, -1, 1, seed);
+    float *b = rand_in(data_format(cf->w, cf->exact), nb, -1, 1, seed + 1);
+    float *dc = rand_in(data_format(cf->y, cf->exact), nc, -1, 1, seed + 2);
     float *aa = abs_copy(a, na), *ab = abs_copy(b, nb), *adc = abs_copy(dc, nc);
     float *ref = hbuf(na + nb + nc), *mag = hbuf(na + nb + nc);
     mpx_tensor ha = host_t(nd, as, a), hb = host_t(nd, bs, b), hdc = host_t(nd, cs, dc);

@@ -43,18 +43,26 @@ typedef struct {
     const char *mode, *scaling;
 } variant;
 
-/* Train a fixed batch for STEPS steps; fills losses[STEPS]. Returns the number of skipped steps. */
-static int train_fixed_batch(const variant *v, float *losses) {
+/* A CIFAR-style resnet20 of the given width for `batch` HW x HW images and 10 classes, compiled
+ * for the CPU in `mode`. */
+static mpx_graph *small_resnet(double width, int batch, const char *mode, int *image,
+                               int *labels) {
     mpx_resnet_cfg c;
     mpx_resnet_preset("resnet20", &c);
-    c.width_mult = 0.5;
+    c.width_mult = width;
     c.num_classes = 10;
     mpx_graph *g = mpx_graph_new();
-    int image, labels;
-    CHECK_OK(mpx_resnet_build(g, &c, BATCH, HW, HW, 3, &image, &labels, NULL));
+    CHECK_OK(mpx_resnet_build(g, &c, batch, HW, HW, 3, image, labels, NULL));
     mpx_precision p;
-    mpx_precision_init(&p, v->mode, "rne", 1);
+    mpx_precision_init(&p, mode, "rne", 1);
     CHECK_OK(mpx_graph_compile(g, &p, MPX_DEV_CPU, 42));
+    return g;
+}
+
+/* Train a fixed batch for STEPS steps; fills losses[STEPS]. Returns the number of skipped steps. */
+static int train_fixed_batch(const variant *v, float *losses) {
+    int image, labels;
+    mpx_graph *g = small_resnet(0.5, BATCH, v->mode, &image, &labels);
     mpx_scaling_cfg sc;
     mpx_scaling_defaults(&sc);
     sc.method = mpx_scaling_parse(v->scaling);
@@ -123,16 +131,8 @@ static void test_host_waits(void) {
     } want[] = {{"fp32", "none", 1}, {"fp16", "dynamic", 1}, {"bf16", "none", 1},
                 {"fp16", "adaptive", 1 + 9}};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
-        mpx_resnet_cfg c;
-        mpx_resnet_preset("resnet20", &c);
-        c.width_mult = 0.25;
-        c.num_classes = 10;
-        mpx_graph *g = mpx_graph_new();
         int image, labels;
-        CHECK_OK(mpx_resnet_build(g, &c, 4, HW, HW, 3, &image, &labels, NULL));
-        mpx_precision p;
-        mpx_precision_init(&p, want[i].mode, "rne", 1);
-        CHECK_OK(mpx_graph_compile(g, &p, MPX_DEV_CPU, 42));
+        mpx_graph *g = small_resnet(0.25, 4, want[i].mode, &image, &labels);
         mpx_scaling_cfg sc;
         mpx_scaling_defaults(&sc);
         sc.method = mpx_scaling_parse(want[i].scaling);
