@@ -5,8 +5,9 @@
 #   3. train each model's smoke config (ResNet-50, BERT, SSD) a few steps on the GPU and on the
 #      CPU, fp32 and one fp16 method, and compare their loss trajectories,
 #   4. time the training step on the GPU in fp32, fp16 and bf16: ResNet-50 at 224x224, batch 256;
-#      BERT-base at sequence 128, batch 64; SSD300 (ResNet-50 trunk), batch 32; and a per-op
-#      profile of the ResNet-50 step,
+#      BERT-base at sequence 128, batch 64; SSD300 (ResNet-50 trunk), batch 32; ResNet-50 fp16
+#      once more without tensor cores (precision.tensor_cores = false); and a per-op profile of
+#      the ResNet-50 step (the host's waits per step are in every bench line),
 #   5. with --memcheck, run the cuda tests again under compute-sanitizer's memcheck (each for at
 #      most MEMCHECK_TIMEOUT seconds, default 240).
 # BERT reads the text corpus and SSD's scenes the CIFAR-10 archive from ../shared/data, as the
@@ -132,9 +133,9 @@ fi
 
 # ---- 4. benchmarks on the GPU ----
 bench_ok=1
-bench() { # bench NAME CONFIG [overrides...]
+bench() { # [MODES=LIST] bench NAME CONFIG [overrides...]
   local name=$1 cfg=$2; shift 2
-  if timeout 150 "$mpx" bench "$cfg" "$@" --device cuda --modes fp32,fp16,bf16 --steps "$bench_steps" \
+  if timeout 150 "$mpx" bench "$cfg" "$@" --device cuda --modes "${MODES:-fp32,fp16,bf16}" --steps "$bench_steps" \
        --warmup 2 --json "$log/bench_$name.json" > "$log/bench_$name.log" 2>&1; then
     cat "$log/bench_$name.log" >> "$main"
     local rates
@@ -149,6 +150,10 @@ bench() { # bench NAME CONFIG [overrides...]
 bench resnet50_224_b256 "$root/experiments/configs/resnet50/paper/fp32.cfg" data.dataset=synthetic
 bench bert_base_s128 "$root/experiments/configs/bert/paper/fp32.cfg" train.batch_size=64
 bench ssd_300_b32 "$root/experiments/configs/ssd/paper/fp32.cfg" data.dataset=scenes
+# The same ResNet-50 fp16 step without tensor cores (FP32 FMA convolutions and GEMMs): what the
+# TF32 path on exact 16-bit operands buys.
+MODES=fp16 bench resnet50_224_b256_fp16_no_tensor_cores "$root/experiments/configs/resnet50/paper/fp32.cfg" \
+  data.dataset=synthetic precision.tensor_cores=false
 # Where the ResNet-50 step's time goes, per op (synchronised around every op).
 timeout 120 "$mpx" bench "$root/experiments/configs/resnet50/paper/fp32.cfg" data.dataset=synthetic \
   --device cuda --modes fp32,fp16 --steps 2 --warmup 1 --profile > "$log/profile_resnet50.log" 2>&1

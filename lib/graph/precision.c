@@ -28,6 +28,7 @@ int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *roun
     else
         return -1;
     p->seed = seed;
+    p->tensor_cores = 1;
     return 0;
 }
 

@@ -85,6 +85,9 @@ const mpx_cfg_key mpx_run_schema[] = {
     /* [precision] */
     {"precision", "mode", MPX_CFG_ENUM, "fp32", "fp32|fp16|bf16", NR, "storage format policy"},
     {"precision", "rounding", MPX_CFG_ENUM, "rne", "rne|stochastic", NR, "storage casts"},
+    {"precision", "tensor_cores", MPX_CFG_BOOL, "true", NULL, NR,
+     "fp16/bf16 on a GPU: convolutions and GEMMs on TF32 tensor cores, exact on 16-bit operands "
+     "(FP32 accumulation); false: FP32 FMA math as in fp32 (no effect on the CPU)"},
     {"precision", "scaling", MPX_CFG_ENUM, "none", "none|fixed|dynamic|adaptive|adaptive-quantile",
      NR, "loss-scaling method"},
     {"precision", "loss_scale", MPX_CFG_FLOAT, "1", NULL, 1e-30, 1e30,
@@ -296,6 +299,7 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
     if (mpx_precision_init(&rc->precision, mpx_cfg_str(cfg, "precision.mode"),
                            mpx_cfg_str(cfg, "precision.rounding"), t->seed) != 0)
         return contradiction(cfg, "precision.mode", "unknown mode or rounding");
+    rc->precision.tensor_cores = mpx_cfg_bool(cfg, "precision.tensor_cores");
     mpx_scaling_cfg *s = &rc->scaling;
     mpx_scaling_defaults(s);
     s->method = mpx_scaling_parse(mpx_cfg_str(cfg, "precision.scaling"));

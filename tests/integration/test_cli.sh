@@ -25,6 +25,7 @@ for c in train eval export bench info; do expect 0 "usage: mpx $c" -- "$MPX" $c 
 expect 0 "usage: mpx COMMAND" -- "$MPX" --help
 expect 2 "unknown command 'trian'" -- "$MPX" trian
 expect 0 "precision" -- "$MPX" train --help-config
+expect 0 "tensor_cores" -- "$MPX" train --help-config
 
 cat > "$tmp/ok.cfg" <<'CFG'
 [model]
@@ -56,6 +57,7 @@ expect 2 "unknown section \[trian\]" -- "$MPX" train "$tmp/section.cfg" --out "$
 expect 2 "cannot open '.*missing.cfg'" -- "$MPX" train "$tmp/missing.cfg"
 expect 2 "command line: \[train\] steps = -3" -- "$MPX" train "$tmp/ok.cfg" train.steps=-3 --out "$tmp/r.h5"
 expect 2 "nocache.*noshared|noshared.*nocache" -- "$MPX" train "$tmp/nodata.cfg" --out "$tmp/r.h5"
+expect 2 "command line: \[precision\] tensor_cores = maybe" -- "$MPX" train "$tmp/ok.cfg" precision.tensor_cores=maybe --out "$tmp/r.h5"
 expect 2 "unknown option '--frce'" -- "$MPX" train "$tmp/ok.cfg" --frce
 expect 2 "missing CONFIG" -- "$MPX" train
 
@@ -76,7 +78,9 @@ expect 2 "checkpoint '.*bad.ckpt' is not usable" -- "$MPX" eval "$tmp/bad.ckpt"
 
 # mpx bench --overheads: every overhead in the JSON with its interval around it (six rounds
 # are the fewest that give one), the adaptive ones also from the work timed in place, and the
-# A/A control (base against its twin) both ways.
+# A/A control (base against its twin) both ways; every variant's host waits per step: one for
+# a plain step (the step status), more for statistics every step, and for adaptive scaling one
+# per branch merge on top (resnet20: 9 merges) when its factors are cached.
 expect 0 "the same from its work timed in place" -- \
   "$MPX" bench "$tmp/ok.cfg" precision.mode=fp16 --steps 6 --warmup 1 --overheads --json "$tmp/bench.json"
 checks=$((checks + 1))
@@ -87,6 +91,9 @@ for k in ["stats_every_1", "stats_every_100", "adaptive_update_every_1", "adapti
           "adaptive_update_every_1_parts", "adaptive_update_every_100_parts", "control", "control_parts"]:
     lo, hi = o[k + "_ci95"]
     assert math.isfinite(o[k]) and lo <= o[k] <= hi, (k, o[k], lo, hi)
+w = {v["name"]: v["host_waits_per_step"] for v in json.load(open(sys.argv[1]))["variants"]}
+assert w["fp16"] == w["base"] == w["control"] == 1 and w["als_cached"] == 1 + 9, w
+assert w["stats"] > 1 and w["als_update"] > w["als_cached"], w
 PY
 
 echo "test_cli.sh: $checks checks, $fails failed"

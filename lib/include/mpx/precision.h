@@ -39,6 +39,9 @@ typedef struct {
                                  fp32 runs (what FP16 storage would have done) */
     mpx_rounding rounding;    /* storage casts: RNE or stochastic */
     uint64_t seed;            /* stochastic rounding seed */
+    int tensor_cores;         /* 16-bit modes: the GEMM family may run on units that read the
+                                 16-bit operands exactly (TF32 tensor cores); 0: FP32 FMA math.
+                                 1 after mpx_precision_init. No effect on the CPU. */
 } mpx_precision;
 
 /* mode_name: "fp32" | "fp16" | "bf16"; rounding_name: "rne" | "stochastic". */
