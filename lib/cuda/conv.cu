@@ -272,9 +272,16 @@ template <class Perf> int usable(const Perf &p, int tensor_cores) {
            !transform_algo(p.algo);
 }
 
+/* The math type an algorithm runs in: the one cuDNN reported it with (its rule for running a
+ * heuristic's choice) when tensor cores are allowed; else FMA math, whatever was reported, so
+ * that a "default math" report cannot let TF32 touch FP32 operands. */
+template <class Perf> cudnnMathType_t run_math(const Perf &p, int tensor_cores) {
+    return tensor_cores ? p.mathType : CUDNN_FMA_MATH;
+}
+
 /* The cached (algorithm, workspace bytes) for this pass, shape and math, chosen on first use;
- * the descriptor's math type is set to the one the algorithm was reported with (cuDNN's rule
- * for running a heuristic's choice). */
+ * the descriptor's math type is set to the one it runs in (run_math) before the workspace is
+ * sized and for the call. */
 mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores,
                      cudnnHandle_t h, const Descs &d, int *algo, size_t *ws) {
     const char *op = kPass[pass];
@@ -300,11 +307,13 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tens
         for (int i = 0; i < got && chosen < 0; i++)
             if (usable(perf[i], tensor_cores)) {
                 chosen = (int)perf[i].algo;
-                math = perf[i].mathType;
+                math = run_math(perf[i], tensor_cores);
             }
-        if (chosen >= 0)
+        if (chosen >= 0) {
+            CUDNN_TRY(op, cudnnSetConvolutionMathType(d.conv, math));
             CUDNN_TRY(op, cudnnGetConvolutionForwardWorkspaceSize(
                               h, d.x, d.w, d.conv, d.y, (cudnnConvolutionFwdAlgo_t)chosen, &bytes));
+        }
     } else if (pass == MPX_CONV_BACKWARD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
         CUDNN_TRY(op, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, kMax,
@@ -312,12 +321,14 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tens
         for (int i = 0; i < got && chosen < 0; i++)
             if (usable(perf[i], tensor_cores)) {
                 chosen = (int)perf[i].algo;
-                math = perf[i].mathType;
+                math = run_math(perf[i], tensor_cores);
             }
-        if (chosen >= 0)
+        if (chosen >= 0) {
+            CUDNN_TRY(op, cudnnSetConvolutionMathType(d.conv, math));
             CUDNN_TRY(op, cudnnGetConvolutionBackwardDataWorkspaceSize(
                               h, d.w, d.y, d.conv, d.x, (cudnnConvolutionBwdDataAlgo_t)chosen,
                               &bytes));
+        }
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
         CUDNN_TRY(op, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
@@ -325,12 +336,14 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tens
         for (int i = 0; i < got && chosen < 0; i++)
             if (usable(perf[i], tensor_cores)) {
                 chosen = (int)perf[i].algo;
-                math = perf[i].mathType;
+                math = run_math(perf[i], tensor_cores);
             }
-        if (chosen >= 0)
+        if (chosen >= 0) {
+            CUDNN_TRY(op, cudnnSetConvolutionMathType(d.conv, math));
             CUDNN_TRY(op, cudnnGetConvolutionBackwardFilterWorkspaceSize(
                               h, d.x, d.y, d.conv, d.w, (cudnnConvolutionBwdFilterAlgo_t)chosen,
                               &bytes));
+        }
     }
     if (chosen < 0)
         return mpx_fail(MPX_ERR_UNSUPPORTED,
@@ -346,7 +359,6 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tens
     e.algo = chosen;
     e.math = math;
     e.ws = bytes;
-    CUDNN_TRY(op, cudnnSetConvolutionMathType(d.conv, math));
     *algo = chosen;
     *ws = bytes;
     return MPX_OK;
