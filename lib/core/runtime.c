@@ -76,7 +76,6 @@ size_t mpx_peak_rss(void) {
 }
 
 const char *mpx_version(void) { return MPX_VERSION; }
-const char *mpx_git_commit(void) { return MPX_GIT_COMMIT; }
 const char *mpx_source_dir(void) { return MPX_SOURCE_DIR; }
 
 const char *mpx_blas_info(void) {

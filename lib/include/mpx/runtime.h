@@ -31,6 +31,8 @@ size_t mpx_peak_rss(void);
 
 /* Build facts. */
 const char *mpx_version(void);
+/* The commit the library was built from, "+dirty" when tracked files differed from it
+ * (generated at build time by cmake/git_commit.cmake). */
 const char *mpx_git_commit(void);
 /* "OpenBLAS 0.3.21 (OPENMP) core SkylakeX" — with the kernel OpenBLAS chose at run time. */
 const char *mpx_blas_info(void);
