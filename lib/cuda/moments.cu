@@ -275,21 +275,6 @@ extern "C" mpx_status mpx_sumsq_cuda(const float *x, size_t n, double *out) {
     return freed;
 }
 
-extern "C" mpx_status mpx_absmax_cuda(const float *x, size_t n, float *out) {
-    *out = 0.0f;
-    if (n == 0) return MPX_OK;
-    unsigned grid = 1;
-    MPX_TRY(mpx_cuda_grid(n, &grid));
-    void *scratch = nullptr;
-    MPX_TRY(mpx_cuda_scratch(sizeof(unsigned), &scratch));
-    absmax_kernel<<<grid, kLaunchThreads>>>(x, n, (unsigned *)scratch);
-    uint32_t m = 0;
-    MPX_TRY(finish(&m, scratch, sizeof m, scratch));
-    if (m >= 0x7f800000u) m = 0x7f800000u; /* Inf when any element is Inf or NaN */
-    memcpy(out, &m, sizeof m);
-    return MPX_OK;
-}
-
 /* The bits of the absmax (NaN and Inf both give Inf, as moments.c's absmax). */
 static float absmax_value(uint32_t m) {
     if (m >= 0x7f800000u) m = 0x7f800000u;
@@ -322,6 +307,10 @@ extern "C" mpx_status mpx_absmax2_cuda(const float *a, size_t na, float *ra, con
     if (want_a) *ra = absmax_value(m[0]);
     if (want_b) *rb = absmax_value(m[1]);
     return MPX_OK;
+}
+
+extern "C" mpx_status mpx_absmax_cuda(const float *x, size_t n, float *out) {
+    return mpx_absmax2_cuda(x, n, out, nullptr, 0, nullptr);
 }
 
 extern "C" mpx_status mpx_abs_quantile_cuda(const float *x, size_t n, double q, float scale,
