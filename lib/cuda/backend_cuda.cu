@@ -40,13 +40,14 @@ extern "C" mpx_status mpx_backend_cuda_error(void) {
     return st;
 }
 
-/* The dtypes the executor hands the operators as they are stored. Only F32 and I32 for now,
- * although every operator here also accepts F16/BF16 tensors: the executor's gradient paths
- * (add/reshape/concat backward, the statistics shadow, the scaled and counted gradient cast)
- * still assume an FP32 view of 16-bit storage, so 16-bit values are decoded into FP32 device
- * scratch and rounded back on commit, as on the CPU. Accepting F16/BF16 here is the step that
- * makes FP16 storage fast, once the executor handles native 16-bit gradients. */
+/* The dtypes the operators compute in natively. */
 static int cuda_native(mpx_dtype t) { return t == MPX_F32 || t == MPX_I32; }
+
+/* Every operator here loads F16/BF16 tensors exactly and rounds its FP32 result once to nearest
+ * even into a 16-bit output (tests/cuda check each against the CPU op in every storage dtype and
+ * in the executor's mixes), so the executor hands over 16-bit storage instead of decoding it
+ * into FP32 device scratch and rounding it back: one pass over memory less per view. */
+static int cuda_direct_io(mpx_dtype t) { return t == MPX_F16 || t == MPX_BF16; }
 
 static void *cuda_alloc(size_t bytes) {
     void *p = nullptr;
@@ -151,6 +152,7 @@ static mpx_backend make_backend(void) {
     b.name = "cuda";
     b.device = MPX_DEV_CUDA;
     b.native = cuda_native;
+    b.direct_io = cuda_direct_io;
     b.alloc = cuda_alloc;
     b.free = cuda_free;
     b.zero = cuda_zero;

@@ -12,9 +12,9 @@
  * CUBLAS_COMPUTE_32F_FAST_TF32 for F32 inputs declared exact in F16 or BF16
  * (mpx_cuda_set_operand_format): TF32 holds such values exactly, so the products stay exact and
  * the accumulation FP32; F32 inputs without that declaration never meet TF32. Inputs F32, F16
- * or BF16 as stored (16-bit inputs use tensor cores with FP32 accumulation under either
- * compute type), output written in the output
- * tensor's dtype with one rounding. cuBLAS takes A and B of one dtype and an output of that
+ * or BF16 as stored: 16-bit inputs run on tensor cores with FP32 accumulation when the operands
+ * are declared exact in a 16-bit format, and are decoded to F32 for FMA math otherwise; output
+ * written in the output tensor's dtype with one rounding. cuBLAS takes A and B of one dtype and an output of that
  * dtype or F32; other mixes are handled here: an input of another dtype than its partner is
  * decoded to F32 scratch first (exact), and an output cuBLAS cannot write goes through F32
  * scratch and one rounding kernel. A bias is added in FP32 before that single rounding, as the
@@ -145,8 +145,11 @@ mpx_status gemm_run(const Gemm &g) {
     void *up_a = nullptr, *up_b = nullptr, *stage = nullptr;
     Operand a = g.a, b = g.b;
     mpx_status st = MPX_OK;
-    /* cuBLAS needs A and B of one dtype: decode whichever is not F32 (exact). */
-    if (a.dt != b.dt) {
+    /* cuBLAS needs A and B of one dtype: decode whichever is not F32 (exact). 16-bit operands
+     * are decoded too unless they are declared exact in a 16-bit format (cuop_tensor_cores):
+     * cuBLAS would run them on tensor cores, which FP32 math (fp32 mode, or
+     * precision.tensor_cores = false) must not meet. */
+    if (a.dt != b.dt || (a.dt != MPX_F32 && !cuop_tensor_cores())) {
         if (a.dt != MPX_F32 && (st = cuop_scratch(na * sizeof(float), &up_a)) == MPX_OK &&
             (st = mpx_decode_cuda(a.dt, a.p, (float *)up_a, na)) == MPX_OK)
             a = Operand{up_a, MPX_F32};

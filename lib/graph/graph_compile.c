@@ -218,9 +218,16 @@ static mpx_status init_state(mpx_graph *g, uint64_t seed) {
 mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *prec, mpx_device device,
                              uint64_t seed) {
     if (g->status != MPX_OK) return g->status;
+    const mpx_backend *be = mpx_backend_get(device);
+    if (!be) return g->status = MPX_ERR_UNSUPPORTED;
+    return mpx_graph_compile_backend(g, prec, be, seed);
+}
+
+mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *prec,
+                                     const mpx_backend *be, uint64_t seed) {
+    if (g->status != MPX_OK) return g->status;
     if (g->compiled) return mpx_fail(MPX_ERR_INTERNAL, "graph compiled twice");
-    g->be = mpx_backend_get(device);
-    if (!g->be) return g->status = MPX_ERR_UNSUPPORTED;
+    g->be = be;
     g->seed = seed;
     /* The executor's own needs; operators are checked when a node runs. */
     const char *missing = !g->be->decode ? "decode" : !g->be->moments ? "moments"

@@ -3,7 +3,11 @@
  * This file is the only place that knows how tensors are stored. An op asks for FP32 views;
  * when the backend cannot read the storage dtype natively the view is decoded into scratch,
  * and results written into scratch are rounded into storage on commit (RNE or stochastic, per
- * the precision policy). Every gradient commit goes through the backend's counted cast, which
+ * the precision policy). A backend whose ops decode and round storage themselves (direct_io)
+ * gets the stored tensors instead — inputs always, forward outputs when the policy rounds to
+ * nearest — which saves a pass over memory per view and changes no bit; gradients an op
+ * computes still come back in FP32 scratch, because the commit below must scale, count or
+ * shadow them before they are rounded. Every gradient commit goes through the backend's counted cast, which
  * also applies the scale factor a gradient picks up (the loss scale at the loss, the layer's
  * factor s under adaptive scaling) — so precision and scaling live here, not in the ops.
  *
@@ -59,10 +63,23 @@ static mpx_tensor make_view(int ndim, const int64_t *shape, mpx_dtype dt, mpx_de
     return v;
 }
 
-/* FP32 view of `numel` elements stored as `dt` at `data`: direct when native, else decoded. */
+/* Whether ops read tensors stored as `dt` as they are (natively, or decoding as they load). */
+static int reads_stored(const mpx_graph *g, mpx_dtype dt) {
+    return g->be->native(dt) || (g->be->direct_io && g->be->direct_io(dt));
+}
+
+/* Whether ops write forward values stored as `dt` themselves: natively, or rounding to nearest
+ * as the commit would (stochastic rounding needs the cast's streams, so it keeps the commit). */
+static int writes_stored(const mpx_graph *g, mpx_dtype dt) {
+    return g->be->native(dt) ||
+           (g->be->direct_io && g->be->direct_io(dt) && g->prec.rounding == MPX_ROUND_RNE);
+}
+
+/* A view of `numel` elements stored as `dt` at `data` for an op to read: the storage itself when
+ * the ops read it (reads_stored), else decoded into FP32 scratch. */
 static mpx_status view_of(mpx_graph *g, int ndim, const int64_t *shape, mpx_dtype dt, void *data,
                           const char *name, mpx_tensor *v) {
-    if (g->be->native(dt)) {
+    if (reads_stored(g, dt)) {
         *v = make_view(ndim, shape, dt, g->be->device, data);
         return MPX_OK;
     }
@@ -81,7 +98,7 @@ mpx_status view_value(mpx_graph *g, int tensor, mpx_tensor *v) {
 
 mpx_status view_output(mpx_graph *g, int tensor, mpx_tensor *v) {
     gtensor *t = &g->tensors[tensor];
-    if (g->be->native(t->dtype)) {
+    if (writes_stored(g, t->dtype)) {
         *v = make_view(t->ndim, t->shape, t->dtype, g->be->device, t->value);
         return MPX_OK;
     }
@@ -385,8 +402,19 @@ static mpx_status merge_branches(mpx_graph *g, int tensor) {
     return MPX_OK;
 }
 
-static void moments_into(const mpx_graph *g, const mpx_tensor *v, mpx_moments *m) {
-    g->be->moments(v->data, (size_t)mpx_tensor_numel(v), m);
+/* Moments of a view; one the ops read in its 16-bit storage is decoded first (scratch until the
+ * node's views are released), as the reduction takes FP32. */
+static mpx_status moments_into(mpx_graph *g, const mpx_tensor *v, mpx_moments *m) {
+    const size_t n = (size_t)mpx_tensor_numel(v);
+    const float *x = v->data;
+    if (v->dtype != MPX_F32) {
+        float *f = scratch_take(g, (int64_t)n);
+        if (!f) return scratch_fail(g, "the moments of a 16-bit view");
+        g->be->decode(v->dtype, v->data, f, n);
+        x = f;
+    }
+    g->be->moments(x, n, m);
+    return MPX_OK;
 }
 
 /* Whether a conv/linear node recomputes its unbound adaptive factor on this step. */
@@ -404,11 +432,11 @@ static mpx_status layer_factor(mpx_graph *g, gnode *n, const mpx_tensor *dy, con
     if (als_update_due(g, n)) {
         mpx_moments a, b;
         if (!mg) {
-            moments_into(g, dy, &a);
+            MPX_TRY(moments_into(g, dy, &a));
             mg = &a;
         }
         if (!mw) {
-            moments_into(g, w, &b);
+            MPX_TRY(moments_into(g, w, &b));
             mw = &b;
         }
         mpx_als_inputs in = {mg->mean, mg->std, mw->mean, mw->std, mg->min, mg->max,
@@ -461,10 +489,10 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
 
     mpx_moments mg, mw, *pmg = NULL, *pmw = NULL;
     if (ls && !n->seeds_gradient) {
-        moments_into(g, &dy, pmg = &mg);
+        MPX_TRY(moments_into(g, &dy, pmg = &mg));
         set_g_stats(ls, &mg);
         if (n->n_param > 0) {
-            moments_into(g, &w0, pmw = &mw);
+            MPX_TRY(moments_into(g, &w0, pmw = &mw));
             ls->w_mean = (float)mw.mean;
             ls->w_std = (float)mw.std;
             ls->w_min = mw.min;
@@ -496,7 +524,7 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
             } else {
                 MPX_TRY(view_of(g, in->ndim, in->shape, in->grad_dtype, in->grad, in->name, &e));
             }
-            moments_into(g, &e, &mg);
+            MPX_TRY(moments_into(g, &e, &mg));
             set_g_stats(ls, &mg);
         }
     }

@@ -71,23 +71,49 @@ static mpx_tensor reshaped(const mpx_tensor *v, int ndim, const int64_t *shape) 
     return r;
 }
 
+/* n elements from src (element offset so) to dst (element offset do), across the dtypes views
+ * come in (graph_exec.c): a copy when they match, else a decode into FP32 or a rounding to
+ * nearest into 16-bit storage (an op's 16-bit output view exists only under RNE). */
+static mpx_status move_elems(const mpx_graph *g, const mpx_tensor *dst, int64_t dof,
+                             const mpx_tensor *src, int64_t sof, int64_t n) {
+    const size_t ds = mpx_dtype_size(dst->dtype), ss = mpx_dtype_size(src->dtype);
+    void *d = (char *)dst->data + (size_t)dof * ds;
+    const void *sp = (const char *)src->data + (size_t)sof * ss;
+    if (dst->dtype == src->dtype) {
+        g->be->copy(d, sp, (size_t)n * ds);
+    } else if (dst->dtype == MPX_F32) {
+        g->be->decode(src->dtype, sp, d, (size_t)n);
+    } else if (src->dtype == MPX_F32) {
+        mpx_cast_spec c = mpx_cast_plain(dst->dtype);
+        g->be->cast(&c, sp, d, (size_t)n);
+    } else {
+        return mpx_fail(MPX_ERR_INTERNAL, "cannot move %s values into %s",
+                        mpx_dtype_name(src->dtype), mpx_dtype_name(dst->dtype));
+    }
+    return MPX_OK;
+}
+
+/* dst = src, the same elements (reshape, and the add/reshape backward's pass-through of dy). */
+static mpx_status move_all(const mpx_graph *g, const mpx_tensor *dst, const mpx_tensor *src) {
+    return move_elems(g, dst, 0, src, 0, mpx_tensor_numel(src));
+}
+
 /* Concatenation per batch element: out[b] = x_0[b] ++ x_1[b] ++ ... (forward), and the split
  * back (backward, into each slot's view, or only the slots that want it). */
-static void concat_copy(const mpx_graph *g, const gnode *n, mpx_tensor *parts, int split,
-                        const mpx_tensor *whole) {
+static mpx_status concat_copy(const mpx_graph *g, const gnode *n, mpx_tensor *parts, int split,
+                              const mpx_tensor *whole) {
     const int64_t B = whole->shape[0], per_b = mpx_tensor_numel(whole) / B;
     int64_t off = 0;
     for (int i = 0; i < n->n_in; i++) {
         int64_t len = mpx_tensor_numel(&parts[i]) / B;
         if (parts[i].data)
             for (int64_t b = 0; b < B; b++) {
-                float *w = (float *)whole->data + b * per_b + off;
-                float *p = (float *)parts[i].data + b * len;
-                if (split) g->be->copy(p, w, (size_t)len * sizeof(float));
-                else g->be->copy(w, p, (size_t)len * sizeof(float));
+                if (split) MPX_TRY(move_elems(g, &parts[i], b * len, whole, b * per_b + off, len));
+                else MPX_TRY(move_elems(g, whole, b * per_b + off, &parts[i], b * len, len));
             }
         off += len;
     }
+    return MPX_OK;
 }
 
 mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
@@ -218,7 +244,7 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
     case OP_RESHAPE:
         MPX_TRY(view_value(g, n->in[0], &x));
         MPX_TRY(view_output(g, n->out, &y));
-        be->copy(y.data, x.data, (size_t)mpx_tensor_numel(&x) * mpx_dtype_size(x.dtype));
+        MPX_TRY(move_all(g, &y, &x));
         break;
     case OP_LINEAR_T:
         NEED(linear_t_forward);
@@ -232,7 +258,7 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
         mpx_tensor parts[MAX_IN];
         for (int i = 0; i < n->n_in; i++) MPX_TRY(view_value(g, n->in[i], &parts[i]));
         MPX_TRY(view_output(g, n->out, &y));
-        concat_copy(g, n, parts, 0, &y);
+        MPX_TRY(concat_copy(g, n, parts, 0, &y));
         break;
     }
     case OP_MULTIBOX: {
@@ -341,7 +367,7 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         for (int s = 0; s < 2; s++) {
             MPX_TRY(view_in_grad(g, n, s, &dx));
             if (!dx.data) continue;
-            be->copy(dx.data, dy->data, (size_t)mpx_tensor_numel(dy) * sizeof(float));
+            MPX_TRY(move_all(g, &dx, dy));
             MPX_TRY(commit_in_grad(g, n, s, &dx));
         }
         return MPX_OK;
@@ -413,7 +439,7 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     case OP_RESHAPE:
         MPX_TRY(view_in_grad(g, n, 0, &dx));
         if (!dx.data) return MPX_OK;
-        be->copy(dx.data, dy->data, (size_t)mpx_tensor_numel(dy) * sizeof(float));
+        MPX_TRY(move_all(g, &dx, dy));
         return commit_in_grad(g, n, 0, &dx);
     case OP_LINEAR_T: {
         NEED(linear_t_backward_data);
@@ -434,7 +460,7 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     case OP_CONCAT: {
         mpx_tensor parts[MAX_IN];
         for (int i = 0; i < n->n_in; i++) MPX_TRY(view_in_grad(g, n, i, &parts[i]));
-        concat_copy(g, n, parts, 1, dy);
+        MPX_TRY(concat_copy(g, n, parts, 1, dy));
         for (int i = 0; i < n->n_in; i++) MPX_TRY(commit_in_grad(g, n, i, &parts[i]));
         return MPX_OK;
     }
@@ -505,7 +531,7 @@ mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy) {
             MPX_TRY(be->maxpool2d_backward(&n->attr.pool, dy, &x, &y, &dx));
             break;
         case OP_ADD:
-        case OP_RESHAPE: be->copy(dx.data, dy->data, (size_t)t->numel * sizeof(float)); break;
+        case OP_RESHAPE: MPX_TRY(move_all(g, &dx, dy)); break;
         case OP_PERMUTE: MPX_TRY(be->permute_backward(n->attr.perm, dy, &dx)); break;
         case OP_CONCAT: {
             mpx_tensor parts[MAX_IN];
@@ -516,7 +542,7 @@ mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy) {
                 memcpy(parts[i].shape, ti->shape, sizeof parts[i].shape);
             }
             parts[s] = dx; /* only this slot is filled */
-            concat_copy(g, n, parts, 1, dy);
+            MPX_TRY(concat_copy(g, n, parts, 1, dy));
             break;
         }
         default: return mpx_fail(MPX_ERR_INTERNAL, "%s has no shadow backward", op_name(n->op));

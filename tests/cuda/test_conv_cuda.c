@@ -16,7 +16,9 @@
  * product) would exceed this bound on these shapes, so the test also catches a reduced-precision
  * algorithm — except where F32 data hold F16/BF16 values and say so (the "tf32"
  * configurations, mpx_cuda_set_operand_format): TF32 holds those exactly, the products are
- * exact, and the same bound applies to the tensor-core algorithms cuDNN may then choose.
+ * exact, and the same bound applies to the tensor-core algorithms cuDNN may then choose; so it
+ * does to 16-bit storage declared in its own format with F32 input gradients (the "direct"
+ * configurations: what an executor that hands its storage to the ops asks for).
  * Inputs are uniform in [-1, 1), rounded to their storage format (or the declared one).
  * Skipped (77) without a device.
  */
@@ -34,17 +36,25 @@ typedef struct {
     /* F16/BF16: the F32 data hold values of that format, declared to the backend
      * (mpx_cuda_set_operand_format), which may then use TF32 tensor cores; F32: nothing declared */
     mpx_dtype exact;
+    /* 1: the input gradients are F32 whatever the operands' storage, as the executor asks for
+     * them from a backend that reads 16-bit storage directly (backend.h: direct_io) */
+    int f32_grads;
 } conv_cfg;
 
 static const conv_cfg CFGS[] = {
-    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32", MPX_F32},
-    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16", MPX_F32},
-    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16", MPX_F32},
-    {MPX_F16, MPX_F32, MPX_BF16, MPX_BF16, MPX_BF16, "mixed", MPX_F32},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32", MPX_F32, 0},
+    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16", MPX_F32, 0},
+    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16", MPX_F32, 0},
+    {MPX_F16, MPX_F32, MPX_BF16, MPX_BF16, MPX_BF16, "mixed", MPX_F32, 0},
     /* F32 tensors holding 16-bit values, declared (an executor in a 16-bit mode): TF32 tensor
      * cores, exact on these operands, so the FP32 bound above still holds */
-    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding f16, tf32", MPX_F16},
-    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding bf16, tf32", MPX_BF16},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding f16, tf32", MPX_F16, 0},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding bf16, tf32", MPX_BF16, 0},
+    /* The executor's direct 16-bit mode: operands as stored, declared, so 16-bit tensor cores
+     * (exact products, FP32 accumulation: the FP32 bound above holds); input gradients in F32,
+     * the forward output and the weight gradient as the executor asks for them */
+    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16 direct, tensor cores", MPX_F16, 1},
+    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16 direct, tensor cores", MPX_BF16, 1},
 };
 
 typedef struct {
@@ -84,7 +94,7 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
     mpx_tensor hady = host_t(4, ys, ady);
     mpx_tensor gx = dev_tensor(cf->x, 4, xs, x), gw = dev_tensor(cf->w, 4, ws, w);
     mpx_tensor gb = dev_tensor(cf->b, 1, bs, b), gdy = dev_tensor(cf->y, 4, ys, dy);
-    mpx_tensor gy = dev_tensor(cf->y, 4, ys, NULL), gdx = dev_tensor(cf->x, 4, xs, NULL);
+    mpx_tensor gy = dev_tensor(cf->y, 4, ys, NULL), gdx = dev_tensor(cf->f32_grads ? MPX_F32 : cf->x, 4, xs, NULL);
     mpx_tensor gdw = dev_tensor(cf->dw, 4, ws, NULL), gdb = dev_tensor(cf->dw, 1, bs, NULL);
     char what[200];
     snprintf(what, sizeof what, "x [%d,%d,%d,%d] w [%d,%d,%d,%d] stride %dx%d pad %dx%d bias %d",
@@ -110,7 +120,8 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
         CHECK_OK(mpx_conv2d_backward_data_cuda(&at, &gdy, &gw, &gdx));
         float *got = dev_read(&gdx);
         snprintf(msg, sizeof msg, "conv2d backward-data %s %s", cf->name, what);
-        check_close(msg, cf->x, got, ref, mag, nx, conv_rel((int64_t)s->k * s->kh * s->kw), 0);
+        check_close(msg, cf->f32_grads ? MPX_F32 : cf->x, got, ref, mag, nx,
+                    conv_rel((int64_t)s->k * s->kh * s->kw), 0);
         free(got);
     }
     /* backward-weights and the bias gradient: N OH OW */

@@ -16,7 +16,9 @@
  *    accumulation would exceed the bound, so the test also catches reduced-precision GEMMs —
  *    except where F32 data hold F16/BF16 values and say so (the "tf32" configurations,
  *    mpx_cuda_set_operand_format): TF32 holds those exactly, the products are exact, and the
- *    same bound applies.
+ *    same bound applies; so do 16-bit operands declared in their own format (the "direct"
+ *    configurations, an executor handing its storage over): tensor cores, exact products,
+ *    FP32 accumulation, with the input gradients in F32 as the executor asks for them.
  *    K is IN for forward, OUT for backward-data, M (the rows) for backward-weights, and the
  *    reduced dim of each bmm product.
  *  - the bias gradient: exact (a column sum in double in row order on both sides).
@@ -35,26 +37,39 @@ typedef struct {
     /* F16/BF16: the F32 data hold values of that format, declared to the backend
      * (mpx_cuda_set_operand_format), which may then use TF32 tensor cores; F32: nothing declared */
     mpx_dtype exact;
+    /* 1: the input gradients are F32 whatever the operands' storage, as the executor asks for
+     * them from a backend that reads 16-bit storage directly (backend.h: direct_io) */
+    int f32_grads;
 } gemm_cfg;
 
 static const gemm_cfg CFGS[] = {
-    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32", MPX_F32},
-    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16", MPX_F32},
-    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16", MPX_F32},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32", MPX_F32, 0},
+    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16", MPX_F32, 0},
+    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16", MPX_F32, 0},
     /* F16 inputs written to F32 (a fan-out branch's FP32 gradient) */
-    {MPX_F16, MPX_F16, MPX_F16, MPX_F32, MPX_F32, "f16->f32", MPX_F32},
+    {MPX_F16, MPX_F16, MPX_F16, MPX_F32, MPX_F32, "f16->f32", MPX_F32, 0},
     /* mixed inputs (x decoded to F32 for cuBLAS), output through F32 scratch, bias in the
      * rounding kernel, weight gradients in BF16 */
-    {MPX_F16, MPX_F32, MPX_BF16, MPX_BF16, MPX_BF16, "mixed", MPX_F32},
+    {MPX_F16, MPX_F32, MPX_BF16, MPX_BF16, MPX_BF16, "mixed", MPX_F32, 0},
     /* F32 inputs, F16 output: cuBLAS cannot write it, staged */
-    {MPX_F32, MPX_F32, MPX_F32, MPX_F16, MPX_F32, "f32->f16", MPX_F32},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F16, MPX_F32, "f32->f16", MPX_F32, 0},
     /* BF16 GEMM with an F32 bias: staged so the bias is added before the one rounding */
-    {MPX_BF16, MPX_BF16, MPX_F32, MPX_BF16, MPX_F32, "bf16+f32 bias", MPX_F32},
+    {MPX_BF16, MPX_BF16, MPX_F32, MPX_BF16, MPX_F32, "bf16+f32 bias", MPX_F32, 0},
     /* F32 tensors holding 16-bit values, declared (an executor in a 16-bit mode): TF32 tensor
      * cores, exact on these operands, so the FP32 bound above still holds */
-    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding f16, tf32", MPX_F16},
-    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding bf16, tf32", MPX_BF16},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding f16, tf32", MPX_F16, 0},
+    {MPX_F32, MPX_F32, MPX_F32, MPX_F32, MPX_F32, "f32 holding bf16, tf32", MPX_BF16, 0},
+    /* The executor's direct 16-bit mode: operands as stored, declared, so 16-bit tensor cores
+     * (exact products, FP32 accumulation: the FP32 bound above holds); input gradients in F32,
+     * the forward output and the weight gradient as the executor asks for them */
+    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16 direct, tensor cores", MPX_F16, 1},
+    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16 direct, tensor cores", MPX_BF16, 1},
 };
+
+/* The dtype of the gradient of an operand stored as `operand`. */
+static mpx_dtype grad_dtype(const gemm_cfg *cf, mpx_dtype operand) {
+    return cf->f32_grads ? MPX_F32 : operand;
+}
 
 /* (K + 2) 2^-22: see the header comment. */
 static double gemm_rel(int64_t k) { return (double)(k + 2) * ldexp(1.0, -22); }
@@ -98,7 +113,7 @@ static void test_linear_case(const gemm_cfg *cf, const lin_shape *s, int transpo
     mpx_tensor dx_ = dev_tensor(cf->x, s->ndim, xs, x), dw_ = dev_tensor(cf->w, 2, ws, w);
     mpx_tensor db_ = dev_tensor(cf->b, 1, bs, b), ddy = dev_tensor(cf->y, s->ndim, ys, dy);
     mpx_tensor dy_out = dev_tensor(cf->y, s->ndim, ys, NULL),
-               dgx = dev_tensor(cf->x, s->ndim, xs, NULL);
+               dgx = dev_tensor(grad_dtype(cf, cf->x), s->ndim, xs, NULL);
     mpx_tensor dgw = dev_tensor(cf->dw, 2, ws, NULL), dgb = dev_tensor(cf->dw, 1, bs, NULL);
     const char *name = transposed ? "linear_t" : "linear";
     char shp[64];
@@ -137,7 +152,7 @@ static void test_linear_case(const gemm_cfg *cf, const lin_shape *s, int transpo
         float *got = dev_read(&dgx);
         snprintf(what, sizeof what, "%s backward-data %s x%s out %lld", name, cf->name, shp,
                  (long long)s->out);
-        check_close(what, cf->x, got, ref, mag, nx, gemm_rel(s->out), 0);
+        check_close(what, grad_dtype(cf, cf->x), got, ref, mag, nx, gemm_rel(s->out), 0);
         free(got);
     }
     /* backward-weights: K = M; db exact */
@@ -229,7 +244,8 @@ static void test_bmm_case(const gemm_cfg *cf, const bmm_shape *s, int ta, int tb
     mpx_tensor haa = host_t(nd, as, aa), hab = host_t(nd, bs, ab), hadc = host_t(nd, cs, adc);
     mpx_tensor da_in = dev_tensor(cf->x, nd, as, a), db_in = dev_tensor(cf->w, nd, bs, b);
     mpx_tensor ddc = dev_tensor(cf->y, nd, cs, dc), dcout = dev_tensor(cf->y, nd, cs, NULL);
-    mpx_tensor dga = dev_tensor(cf->x, nd, as, NULL), dgb = dev_tensor(cf->w, nd, bs, NULL);
+    mpx_tensor dga = dev_tensor(grad_dtype(cf, cf->x), nd, as, NULL),
+               dgb = dev_tensor(grad_dtype(cf, cf->w), nd, bs, NULL);
     char shp[64];
     snprintf(shp, sizeof shp, "batch %lld M %lld N %lld K %lld ta %d tb %d alpha %g",
              (long long)batch, (long long)s->m, (long long)s->n, (long long)s->k, ta, tb,
@@ -252,18 +268,18 @@ static void test_bmm_case(const gemm_cfg *cf, const bmm_shape *s, int ta, int tb
     CHECK_OK(mpx_bmm_backward_cuda(&at, &ddc, &da_in, &db_in, &dga, &dgb));
     got = dev_read(&dga);
     snprintf(what, sizeof what, "bmm backward da %s %s", cf->name, shp);
-    check_close(what, cf->x, got, ref, mag, na, gemm_rel(s->n), 0);
+    check_close(what, grad_dtype(cf, cf->x), got, ref, mag, na, gemm_rel(s->n), 0);
     free(got);
     got = dev_read(&dgb);
     snprintf(what, sizeof what, "bmm backward db %s %s", cf->name, shp);
-    check_close(what, cf->w, got, ref + na, mag + na, nb, gemm_rel(s->m), 0);
+    check_close(what, grad_dtype(cf, cf->w), got, ref + na, mag + na, nb, gemm_rel(s->m), 0);
     free(got);
     /* only db wanted */
     dev_poison(&dgb);
     CHECK_OK(mpx_bmm_backward_cuda(&at, &ddc, &da_in, &db_in, NULL, &dgb));
     got = dev_read(&dgb);
     snprintf(what, sizeof what, "bmm backward db only %s %s", cf->name, shp);
-    check_close(what, cf->w, got, ref + na, mag + na, nb, gemm_rel(s->m), 0);
+    check_close(what, grad_dtype(cf, cf->w), got, ref + na, mag + na, nb, gemm_rel(s->m), 0);
     free(got);
 
     dev_free(&da_in), dev_free(&db_in), dev_free(&ddc), dev_free(&dcout), dev_free(&dga);

@@ -3,7 +3,9 @@
  * The executor talks only to an mpx_backend: memory, the counted cast, reductions and the
  * operators, all with the signatures of ops.h / numerics.h. A backend states which storage
  * dtypes its operators read and write natively; for the others the executor decodes into FP32
- * scratch and rounds results on write — that is how the CPU emulates FP16 and BF16 exactly.
+ * scratch and rounds results on write — that is how the CPU emulates FP16 and BF16 exactly. A
+ * backend whose operators do that decoding and rounding themselves says so (direct_io), and the
+ * executor then hands them the storage.
  * A NULL operator means "not implemented on this backend" and is reported as such.
  */
 #ifndef MPX_BACKEND_H
@@ -37,6 +39,15 @@ typedef struct mpx_backend {
     mpx_device device;
     /* 1 when the operators read and write `t` directly (F32 always). */
     int (*native)(mpx_dtype t);
+    /* 1 when every operator takes tensors stored as `t` (F16, BF16) as they are: it decodes
+     * them exactly as it loads them and writes such outputs rounded once, to nearest even,
+     * from its FP32 result — the executor's emulation fused into the op, with the same bits.
+     * The executor then passes values, parameters and output gradients in their storage
+     * instead of decoding them into FP32 scratch, and lets operators write forward values into
+     * storage when the policy rounds to nearest. Gradients an operator computes still arrive in
+     * FP32: on their way into storage they are scaled, counted or shadowed (graph_exec.c).
+     * Operators then see mixed dtypes (an F16 dy with an F32 dx). NULL: none. */
+    int (*direct_io)(mpx_dtype t);
 
     /* memory: alloc returns zeroed memory or NULL */
     void *(*alloc)(size_t bytes);

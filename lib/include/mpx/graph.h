@@ -33,6 +33,7 @@ extern "C" {
 enum { MPX_NAME_MAX = 64 };
 
 typedef struct mpx_graph mpx_graph;
+struct mpx_backend; /* backend.h */
 
 /* DATA: network input stored like activations (images). LABELS (= I32): int32 data — labels,
  * token ids, attention masks. F32: side data kept in FP32 whatever the precision (boxes). */
@@ -143,6 +144,10 @@ mpx_status mpx_g_set_init(mpx_graph *g, const char *param_name, mpx_init init);
 void mpx_graph_keep_grads(mpx_graph *g, int keep);
 mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *p, mpx_device device,
                              uint64_t seed);
+/* The same on a given backend (backend.h), which must outlive the graph: for backends that
+ * mpx_backend_get does not name, such as a test's instrumented one. */
+mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *p,
+                                     const struct mpx_backend *be, uint64_t seed);
 
 /* ---- running ---- */
 /* Copy a host batch into an input: F32 data is cast to the input's storage dtype (RNE),

@@ -1,0 +1,403 @@
+/* test_direct_io.c — the executor handing 16-bit storage to the operators (backend.h:
+ * direct_io) computes what its FP32-view emulation computes, bit for bit.
+ *
+ * The CPU operators take FP32 only, so the test builds a backend that does what a direct-I/O
+ * backend (CUDA) does inside its kernels: every operator decodes its F16/BF16 tensors exactly
+ * into FP32 copies, runs the CPU operator on them, and rounds its 16-bit outputs once to nearest
+ * even. The same graph trained on it and on the plain CPU backend (which gets FP32 views) must
+ * then agree in every bit: the loss, the non-finite count and the gradient norm of each step,
+ * every layer's statistics (the cast counts and histograms included) on statistics steps, and
+ * the weights at the end — for a ResNet with an ImageNet stem (max-pool), a one-layer BERT
+ * (embeddings, attention, dropout, GELU, layer-norm, a tied decoder) and an SSD (concat, the
+ * MultiBox loss), in fp16 without scaling, with dynamic, adaptive and adaptive-quantile scaling,
+ * in bf16, and with stochastic rounding. Only exact agreement is accepted: both runs do the same
+ * FP32 arithmetic on the same values; only where the decoding and the rounding happen differs.
+ *
+ * The instrumented backend counts the 16-bit tensors it was handed, so the test also fails if
+ * the executor stops using the direct path (or lets operators round values under stochastic
+ * rounding, whose streams only the executor's cast has).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/models.h"
+#include "mpx/backend.h"
+#include "mpx/optim.h"
+#include "mpx/rng.h"
+#include "testutil.h"
+
+/* ---- the instrumented backend: the CPU's, with 16-bit storage decoded and rounded per op ---- */
+
+static const mpx_backend *cpu;
+static mpx_backend direct;
+static long long g_in16, g_out16; /* 16-bit tensors handed in to be read / to be written */
+
+enum { MAX_IO = 12 };
+typedef struct {
+    int n;
+    const mpx_tensor *orig[MAX_IO];
+    mpx_tensor view[MAX_IO];
+    int out[MAX_IO];
+} io;
+
+static int is16(mpx_dtype t) { return t == MPX_F16 || t == MPX_BF16; }
+
+/* The tensor as the CPU operator takes it: itself, or an FP32 copy of its 16-bit storage
+ * (outputs too: some operators read what they update). */
+static mpx_tensor *take(io *s, const mpx_tensor *t, int out) {
+    if (!t || !t->data || !is16(t->dtype)) return (mpx_tensor *)t;
+    CHECK(s->n < MAX_IO, "too many 16-bit tensors in one call");
+    const int k = s->n++;
+    const size_t n = (size_t)mpx_tensor_numel(t);
+    s->orig[k] = t;
+    s->out[k] = out;
+    s->view[k] = *t;
+    s->view[k].dtype = MPX_F32;
+    s->view[k].data = malloc(n * sizeof(float) + 1);
+    cpu->decode(t->dtype, t->data, s->view[k].data, n);
+    if (out) g_out16++;
+    else g_in16++;
+    return &s->view[k];
+}
+
+/* Round the outputs into their storage (once, to nearest even) and free the copies. */
+static mpx_status done(io *s, mpx_status st) {
+    for (int k = 0; k < s->n; k++) {
+        if (st == MPX_OK && s->out[k]) {
+            mpx_cast_spec c = mpx_cast_plain(s->orig[k]->dtype);
+            cpu->cast(&c, s->view[k].data, s->orig[k]->data, (size_t)mpx_tensor_numel(s->orig[k]));
+        }
+        free(s->view[k].data);
+    }
+    return st;
+}
+
+#define IN(t) take(&s, (t), 0)
+#define OUT(t) take(&s, (t), 1)
+#define CALL(fn, ...)                                                                              \
+    io s = {0};                                                                                    \
+    return done(&s, cpu->fn(__VA_ARGS__))
+
+typedef const mpx_tensor ct;
+typedef mpx_tensor mt;
+
+static mpx_status conv_f(const mpx_conv2d_attr *a, ct *x, ct *w, ct *b, mt *y) {
+    CALL(conv2d_forward, a, IN(x), IN(w), IN(b), OUT(y));
+}
+static mpx_status conv_bd(const mpx_conv2d_attr *a, ct *dy, ct *w, mt *dx) {
+    CALL(conv2d_backward_data, a, IN(dy), IN(w), OUT(dx));
+}
+static mpx_status conv_bw(const mpx_conv2d_attr *a, ct *dy, ct *x, mt *dw, mt *db) {
+    CALL(conv2d_backward_weights, a, IN(dy), IN(x), OUT(dw), OUT(db));
+}
+static mpx_status bn_f(const mpx_batchnorm_attr *a, ct *x, ct *g, ct *b, mt *y, mt *rm, mt *rv,
+                       mt *sm, mt *si) {
+    CALL(batchnorm_forward, a, IN(x), IN(g), IN(b), OUT(y), OUT(rm), OUT(rv), OUT(sm), OUT(si));
+}
+static mpx_status bn_b(const mpx_batchnorm_attr *a, ct *dy, ct *x, ct *g, ct *sm, ct *si, mt *dx,
+                       mt *dg, mt *db) {
+    CALL(batchnorm_backward, a, IN(dy), IN(x), IN(g), IN(sm), IN(si), OUT(dx), OUT(dg), OUT(db));
+}
+static mpx_status relu_f(ct *x, mt *y) { CALL(relu_forward, IN(x), OUT(y)); }
+static mpx_status relu_b(ct *dy, ct *y, mt *dx) { CALL(relu_backward, IN(dy), IN(y), OUT(dx)); }
+static mpx_status pool_f(const mpx_pool2d_attr *a, ct *x, mt *y) {
+    CALL(maxpool2d_forward, a, IN(x), OUT(y));
+}
+static mpx_status pool_b(const mpx_pool2d_attr *a, ct *dy, ct *x, ct *y, mt *dx) {
+    CALL(maxpool2d_backward, a, IN(dy), IN(x), IN(y), OUT(dx));
+}
+static mpx_status gap_f(ct *x, mt *y) { CALL(avgpool_global_forward, IN(x), OUT(y)); }
+static mpx_status gap_b(ct *dy, mt *dx) { CALL(avgpool_global_backward, IN(dy), OUT(dx)); }
+static mpx_status lin_f(ct *x, ct *w, ct *b, mt *y) {
+    CALL(linear_forward, IN(x), IN(w), IN(b), OUT(y));
+}
+static mpx_status lin_bd(ct *dy, ct *w, mt *dx) {
+    CALL(linear_backward_data, IN(dy), IN(w), OUT(dx));
+}
+static mpx_status lin_bw(ct *dy, ct *x, mt *dw, mt *db) {
+    CALL(linear_backward_weights, IN(dy), IN(x), OUT(dw), OUT(db));
+}
+static mpx_status add_f(ct *a, ct *b, mt *y) { CALL(add_forward, IN(a), IN(b), OUT(y)); }
+static mpx_status ce_f(ct *x, ct *lab, mt *loss, mt *p) {
+    CALL(softmax_ce_forward, IN(x), IN(lab), OUT(loss), OUT(p));
+}
+static mpx_status ce_b(ct *p, ct *lab, mt *dx) {
+    CALL(softmax_ce_backward, IN(p), IN(lab), OUT(dx));
+}
+static mpx_status lint_f(ct *x, ct *w, ct *b, mt *y) {
+    CALL(linear_t_forward, IN(x), IN(w), IN(b), OUT(y));
+}
+static mpx_status lint_bd(ct *dy, ct *w, mt *dx) {
+    CALL(linear_t_backward_data, IN(dy), IN(w), OUT(dx));
+}
+static mpx_status lint_bw(ct *dy, ct *x, mt *dw, mt *db) {
+    CALL(linear_t_backward_weights, IN(dy), IN(x), OUT(dw), OUT(db));
+}
+static mpx_status ln_f(float eps, ct *x, ct *g, ct *b, mt *y, mt *m, mt *is) {
+    CALL(layernorm_forward, eps, IN(x), IN(g), IN(b), OUT(y), OUT(m), OUT(is));
+}
+static mpx_status ln_b(ct *dy, ct *x, ct *g, ct *m, ct *is, mt *dx, mt *dg, mt *db) {
+    CALL(layernorm_backward, IN(dy), IN(x), IN(g), IN(m), IN(is), OUT(dx), OUT(dg), OUT(db));
+}
+static mpx_status gelu_f(ct *x, mt *y) { CALL(gelu_forward, IN(x), OUT(y)); }
+static mpx_status gelu_b(ct *dy, ct *x, mt *dx) { CALL(gelu_backward, IN(dy), IN(x), OUT(dx)); }
+static mpx_status emb_f(ct *ids, ct *w, mt *y) { CALL(embedding_forward, IN(ids), IN(w), OUT(y)); }
+static mpx_status emb_b(ct *dy, ct *ids, mt *dw) {
+    CALL(embedding_backward, IN(dy), IN(ids), OUT(dw));
+}
+static mpx_status bmm_f(const mpx_bmm_attr *a, ct *x, ct *y, mt *z) {
+    CALL(bmm_forward, a, IN(x), IN(y), OUT(z));
+}
+static mpx_status bmm_b(const mpx_bmm_attr *a, ct *dz, ct *x, ct *y, mt *dx, mt *dy) {
+    CALL(bmm_backward, a, IN(dz), IN(x), IN(y), OUT(dx), OUT(dy));
+}
+static mpx_status sm_f(float sc, ct *x, ct *mask, mt *y) {
+    CALL(softmax_forward, sc, IN(x), IN(mask), OUT(y));
+}
+static mpx_status sm_b(float sc, ct *dy, ct *y, mt *dx) {
+    CALL(softmax_backward, sc, IN(dy), IN(y), OUT(dx));
+}
+static mpx_status drop_f(const mpx_dropout_attr *a, ct *x, mt *y) {
+    CALL(dropout_forward, a, IN(x), OUT(y));
+}
+static mpx_status drop_b(const mpx_dropout_attr *a, ct *dy, mt *dx) {
+    CALL(dropout_backward, a, IN(dy), OUT(dx));
+}
+static mpx_status perm_f(const int *p, ct *x, mt *y) { CALL(permute_forward, p, IN(x), OUT(y)); }
+static mpx_status perm_b(const int *p, ct *dy, mt *dx) {
+    CALL(permute_backward, p, IN(dy), OUT(dx));
+}
+static mpx_status mb_f(const mpx_multibox_attr *a, ct *conf, ct *loc, ct *pri, ct *boxes,
+                       ct *labels, mt *ws, mt *loss, mt *probs, mt *tgt, mt *lt) {
+    CALL(multibox_forward, a, IN(conf), IN(loc), IN(pri), IN(boxes), IN(labels), OUT(ws),
+         OUT(loss), OUT(probs), OUT(tgt), OUT(lt));
+}
+static mpx_status mb_b(const mpx_multibox_attr *a, ct *probs, ct *tgt, ct *loc, ct *lt, mt *dconf,
+                       mt *dloc) {
+    CALL(multibox_backward, a, IN(probs), IN(tgt), IN(loc), IN(lt), OUT(dconf), OUT(dloc));
+}
+
+static int direct16(mpx_dtype t) { return is16(t); }
+
+static void make_direct_backend(void) {
+    cpu = mpx_backend_cpu();
+    direct = *cpu;
+    direct.name = "cpu (direct 16-bit I/O)";
+    direct.direct_io = direct16;
+    direct.conv2d_forward = conv_f, direct.conv2d_backward_data = conv_bd;
+    direct.conv2d_backward_weights = conv_bw;
+    direct.batchnorm_forward = bn_f, direct.batchnorm_backward = bn_b;
+    direct.relu_forward = relu_f, direct.relu_backward = relu_b;
+    direct.maxpool2d_forward = pool_f, direct.maxpool2d_backward = pool_b;
+    direct.avgpool_global_forward = gap_f, direct.avgpool_global_backward = gap_b;
+    direct.linear_forward = lin_f, direct.linear_backward_data = lin_bd;
+    direct.linear_backward_weights = lin_bw;
+    direct.add_forward = add_f;
+    direct.softmax_ce_forward = ce_f, direct.softmax_ce_backward = ce_b;
+    direct.linear_t_forward = lint_f, direct.linear_t_backward_data = lint_bd;
+    direct.linear_t_backward_weights = lint_bw;
+    direct.layernorm_forward = ln_f, direct.layernorm_backward = ln_b;
+    direct.gelu_forward = gelu_f, direct.gelu_backward = gelu_b;
+    direct.embedding_forward = emb_f, direct.embedding_backward = emb_b;
+    direct.bmm_forward = bmm_f, direct.bmm_backward = bmm_b;
+    direct.softmax_forward = sm_f, direct.softmax_backward = sm_b;
+    direct.dropout_forward = drop_f, direct.dropout_backward = drop_b;
+    direct.permute_forward = perm_f, direct.permute_backward = perm_b;
+    direct.multibox_forward = mb_f, direct.multibox_backward = mb_b;
+}
+
+/* ---- the models, their inputs, and a few training steps ---- */
+
+enum { STEPS = 4, BATCH = 2 };
+
+typedef struct {
+    const char *model, *mode, *scaling, *rounding;
+} variant;
+
+/* What a run produced, step by step. */
+typedef struct {
+    float loss[STEPS];
+    int64_t nonfinite[STEPS];
+    double norm[STEPS];
+    mpx_layer_stats *stats[STEPS]; /* NULL on steps without statistics */
+    int n_layers;
+    float *weights; /* every master weight at the end, concatenated */
+    size_t n_weights;
+} trace;
+
+static void set_i32(mpx_graph *g, int t, int64_t n, uint32_t mod, int32_t offset, uint64_t seed) {
+    int32_t *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (int32_t)(mpx_rand_u32(seed, MPX_RNG_TEST, (uint64_t)i) % mod) + offset;
+    CHECK_OK(mpx_graph_set_input(g, t, v, MPX_I32, n));
+    free(v);
+}
+
+static void set_f32(mpx_graph *g, int t, int64_t n, uint64_t seed) {
+    float *v = malloc((size_t)n * sizeof *v);
+    mpx_test_normal(v, (size_t)n, 0, 1, seed);
+    CHECK_OK(mpx_graph_set_input(g, t, v, MPX_F32, n));
+    free(v);
+}
+
+/* The model of `v`, compiled on `be`, with its inputs set. */
+static mpx_graph *build(const variant *v, const mpx_backend *be) {
+    mpx_graph *g = mpx_graph_new();
+    int64_t n_img = 0;
+    int image = -1;
+    if (strcmp(v->model, "resnet") == 0) {
+        mpx_resnet_cfg c;
+        mpx_resnet_preset("resnet20", &c);
+        c.stem = MPX_STEM_IMAGENET; /* conv 7x7 / 2 and max-pool */
+        c.width_mult = 0.25;
+        c.num_classes = 10;
+        int labels;
+        CHECK_OK(mpx_resnet_build(g, &c, BATCH, 16, 16, 3, &image, &labels, NULL));
+        n_img = BATCH * 16 * 16 * 3;
+        mpx_precision p;
+        mpx_precision_init(&p, v->mode, v->rounding, 3);
+        CHECK_OK(mpx_graph_compile_backend(g, &p, be, 11));
+        set_i32(g, labels, BATCH, 10, 0, 1);
+    } else if (strcmp(v->model, "bert") == 0) {
+        mpx_bert_cfg c;
+        mpx_bert_preset("bert_tiny", &c);
+        c.layers = 1, c.hidden = 32, c.heads = 2, c.ffn = 64, c.vocab = 40, c.max_len = 8;
+        c.init_std = 0.2f; /* larger weights: more of the gradients near FP16's small end */
+        mpx_bert_io io;
+        const int T = 8;
+        CHECK_OK(mpx_bert_build(g, &c, BATCH, T, &io));
+        mpx_precision p;
+        mpx_precision_init(&p, v->mode, v->rounding, 3);
+        CHECK_OK(mpx_graph_compile_backend(g, &p, be, 12));
+        int32_t pos[BATCH * 8], mask[BATCH * 8];
+        for (int i = 0; i < BATCH * T; i++) pos[i] = i % T, mask[i] = i % T < T - 1 || i < T;
+        set_i32(g, io.ids, BATCH * T, 40, 0, 2);
+        CHECK_OK(mpx_graph_set_input(g, io.positions, pos, MPX_I32, BATCH * T));
+        set_i32(g, io.segments, BATCH * T, 2, 0, 3);
+        CHECK_OK(mpx_graph_set_input(g, io.mask, mask, MPX_I32, BATCH * T));
+        set_i32(g, io.labels, BATCH * T, 41, -1, 4); /* -1: not predicted */
+    } else {
+        mpx_ssd_cfg c;
+        mpx_ssd_defaults(&c);
+        c.width_mult = 0.125;
+        c.num_classes = 3;
+        c.image_size = 64;
+        int boxes, labels, conf, loc;
+        int64_t P;
+        CHECK_OK(mpx_ssd_build(g, &c, BATCH, 2, &image, &boxes, &labels, &conf, &loc, &P, NULL, 0));
+        n_img = BATCH * 64 * 64 * 3;
+        mpx_precision p;
+        mpx_precision_init(&p, v->mode, v->rounding, 3);
+        CHECK_OK(mpx_graph_compile_backend(g, &p, be, 13));
+        const float bx[BATCH * 2 * 4] = {0.1f, 0.1f, 0.5f, 0.6f, 0.4f, 0.3f, 0.9f, 0.8f,
+                                         0.2f, 0.5f, 0.7f, 0.95f, 0,    0,    0,    0};
+        const int32_t lb[BATCH * 2] = {1, 3, 2, -1};
+        CHECK_OK(mpx_graph_set_input(g, boxes, bx, MPX_F32, BATCH * 2 * 4));
+        CHECK_OK(mpx_graph_set_input(g, labels, lb, MPX_I32, BATCH * 2));
+    }
+    if (image >= 0) set_f32(g, image, n_img, 5);
+    return g;
+}
+
+static void run(const variant *v, const mpx_backend *be, trace *tr) {
+    memset(tr, 0, sizeof *tr);
+    mpx_graph *g = build(v, be);
+    mpx_scaling_cfg sc;
+    mpx_scaling_defaults(&sc);
+    sc.method = mpx_scaling_parse(v->scaling);
+    sc.update_every = 2;
+    mpx_scaler scaler;
+    CHECK_OK(mpx_scaler_init(&scaler, &sc));
+    mpx_optim_cfg oc = {MPX_OPT_SGD, 0.9, 0, 1e-4, 0, 0, 0, 1.0};
+    mpx_optimizer *opt;
+    CHECK_OK(mpx_optimizer_create(g, &oc, &opt));
+    tr->n_layers = mpx_graph_n_layers(g);
+    for (int s = 0; s < STEPS; s++) {
+        mpx_graph_set_step(g, s);
+        CHECK_OK(mpx_graph_forward(g, 1));
+        if (s % 2 == 1) tr->stats[s] = calloc((size_t)tr->n_layers, sizeof(mpx_layer_stats));
+        mpx_backward_opts bo = {&sc, mpx_scaler_loss_scale(&scaler), s, tr->stats[s]};
+        CHECK_OK(mpx_graph_backward(g, &bo, &tr->nonfinite[s]));
+        tr->loss[s] = mpx_graph_loss(g);
+        tr->norm[s] = mpx_graph_grad_norm(g);
+        if (!mpx_scaler_update(&scaler, tr->nonfinite[s] > 0)) {
+            CHECK_OK(mpx_optimizer_step_norm(opt, 0.05, tr->norm[s]));
+            CHECK_OK(mpx_graph_sync_weights(g, s + 1));
+        }
+    }
+    for (int i = 0; i < mpx_graph_n_params(g); i++) tr->n_weights += (size_t)mpx_graph_param(g, i)->numel;
+    tr->weights = malloc(tr->n_weights * sizeof(float));
+    size_t off = 0;
+    for (int i = 0; i < mpx_graph_n_params(g); i++) {
+        const mpx_param *p = mpx_graph_param(g, i);
+        memcpy(tr->weights + off, p->master, (size_t)p->numel * sizeof(float));
+        off += (size_t)p->numel;
+    }
+    mpx_optimizer_free(opt);
+    mpx_graph_free(g);
+}
+
+static void trace_free(trace *tr) {
+    for (int s = 0; s < STEPS; s++) free(tr->stats[s]);
+    free(tr->weights);
+}
+
+static void compare(const variant *v) {
+    trace a, b;
+    run(v, cpu, &a);
+    const long long in0 = g_in16, out0 = g_out16;
+    run(v, &direct, &b);
+    const long long in16 = g_in16 - in0, out16 = g_out16 - out0;
+    char what[96];
+    snprintf(what, sizeof what, "%s %s %s %s", v->model, v->mode, v->scaling, v->rounding);
+    printf("%s: loss %.6f -> %.6f; 16-bit tensors handed to ops: %lld read, %lld written\n", what,
+           (double)a.loss[0], (double)a.loss[STEPS - 1], in16, out16);
+    /* The path is taken: stored values, weights and gradients reach the ops as they are, and
+     * ops round forward values themselves exactly when the policy rounds to nearest. */
+    CHECK(in16 > 0, "%s: no 16-bit tensor reached an operator", what);
+    if (strcmp(v->rounding, "rne") == 0)
+        CHECK(out16 > 0, "%s: no operator wrote 16-bit storage", what);
+    else
+        CHECK(out16 == 0, "%s: %lld 16-bit outputs under stochastic rounding", what, out16);
+    for (int s = 0; s < STEPS; s++) {
+        CHECK(isfinite(a.loss[s]), "%s step %d: loss %g", what, s, (double)a.loss[s]);
+        CHECK(memcmp(&a.loss[s], &b.loss[s], sizeof(float)) == 0,
+              "%s step %d: loss %.9g (FP32 views) vs %.9g (direct)", what, s, (double)a.loss[s],
+              (double)b.loss[s]);
+        CHECK(a.nonfinite[s] == b.nonfinite[s], "%s step %d: non-finite %lld vs %lld", what, s,
+              (long long)a.nonfinite[s], (long long)b.nonfinite[s]);
+        CHECK(memcmp(&a.norm[s], &b.norm[s], sizeof(double)) == 0,
+              "%s step %d: gradient norm %.17g vs %.17g", what, s, a.norm[s], b.norm[s]);
+        if (a.stats[s])
+            for (int l = 0; l < a.n_layers; l++)
+                CHECK(memcmp(&a.stats[s][l], &b.stats[s][l], sizeof(mpx_layer_stats)) == 0,
+                      "%s step %d: statistics of layer %d differ", what, s, l);
+    }
+    size_t first = a.n_weights;
+    for (size_t i = 0; i < a.n_weights && first == a.n_weights; i++)
+        if (memcmp(&a.weights[i], &b.weights[i], sizeof(float)) != 0) first = i;
+    CHECK(first == a.n_weights, "%s: weight %zu is %.9g (FP32 views) vs %.9g (direct)", what,
+          first, first < a.n_weights ? (double)a.weights[first] : 0.0,
+          first < a.n_weights ? (double)b.weights[first] : 0.0);
+    trace_free(&a);
+    trace_free(&b);
+}
+
+int main(void) {
+    make_direct_backend();
+    static const variant vs[] = {
+        {"resnet", "fp16", "none", "rne"},
+        {"resnet", "fp16", "dynamic", "rne"},
+        {"resnet", "fp16", "adaptive", "rne"},
+        {"resnet", "fp16", "adaptive-quantile", "rne"},
+        {"resnet", "bf16", "none", "rne"},
+        {"resnet", "fp16", "adaptive", "stochastic"},
+        {"bert", "fp16", "adaptive", "rne"},
+        {"bert", "bf16", "dynamic", "rne"},
+        {"ssd", "fp16", "adaptive", "rne"},
+        {"ssd", "fp16", "dynamic", "stochastic"},
+    };
+    for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) compare(&vs[i]);
+    return mpx_test_done(__FILE__);
+}
