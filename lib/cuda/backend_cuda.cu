@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "lib/cuda/check.cuh"
+#include "lib/cuda/ops.cuh"
 #include "mpx/backend.h"
 #include "mpx/cuda.h"
 
@@ -69,9 +70,9 @@ static void cuda_copy(void *dst, const void *src, size_t bytes) {
     REMEMBER(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice));
 }
 /* A copy from pageable host memory synchronises the stream before it starts: a wait. */
+/* Queued through pinned staging (staging.cu): no wait. */
 static void cuda_upload(void *dst, const void *host, size_t bytes) {
-    mpx_cuda_count_wait();
-    REMEMBER(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+    failed(cuop_upload(dst, host, bytes));
 }
 static void cuda_download(void *host, const void *src, size_t bytes) {
     mpx_cuda_count_wait();

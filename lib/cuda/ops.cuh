@@ -53,6 +53,11 @@ mpx_status cuop_scratch(size_t bytes, void **p);
 static inline int cuop_tensor_cores(void) { return mpx_cuda_operand_format() != MPX_F32; }
 mpx_status cuop_conv_release(void);
 mpx_status cuop_gemm_release(void);
+/* Host-to-device copy through a pinned staging buffer, queued on the default stream: the host
+ * memory may be reused at once, and the host waits only when every buffer is in flight
+ * (staging.cu). */
+mpx_status cuop_upload(void *dst, const void *host, size_t bytes);
+mpx_status cuop_staging_release(void);
 
 /* Check launches and report, naming the op and the tensor the launch covers. */
 #define CUOP_LAUNCHED(op, what, t)                                                                 \

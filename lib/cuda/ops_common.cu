@@ -137,5 +137,6 @@ double cuop_read_value(const void *data, mpx_dtype dt, size_t index) {
 extern "C" mpx_status mpx_cuda_release(void) {
     MPX_CUDA_TRY(cudaDeviceSynchronize());
     mpx_status conv = cuop_conv_release(), gemm = cuop_gemm_release();
-    return conv != MPX_OK ? conv : gemm;
+    mpx_status staging = cuop_staging_release();
+    return conv != MPX_OK ? conv : gemm != MPX_OK ? gemm : staging;
 }

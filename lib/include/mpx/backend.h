@@ -41,7 +41,10 @@ typedef struct mpx_backend {
     int (*native)(mpx_dtype t);
     /* 1 when every operator takes tensors stored as `t` (F16, BF16) as they are: it decodes
      * them exactly as it loads them and writes such outputs rounded once, to nearest even,
-     * from its FP32 result — the executor's emulation fused into the op, with the same bits.
+     * from its FP32 result — the executor's emulation fused into the op (same bits, as
+     * tests/model/test_direct_io.c checks with such a CPU backend; on CUDA a GEMM's FP32
+     * result may then come from 16-bit tensor cores instead of TF32 ones: exact products, FP32
+     * accumulation either way).
      * The executor then passes values, parameters and output gradients in their storage
      * instead of decoding them into FP32 scratch, and lets operators write forward values into
      * storage when the policy rounds to nearest. Gradients an operator computes still arrive in
@@ -54,6 +57,7 @@ typedef struct mpx_backend {
     void (*free)(void *p);
     void (*zero)(void *p, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes);          /* same device */
+    /* host memory may be reused when upload returns; the copy itself may still be queued */
     void (*upload)(void *dst, const void *host, size_t bytes);
     void (*download)(void *host, const void *src, size_t bytes);
     /* waits until all queued work is done (profiling: a node's time must be its own) */

@@ -43,9 +43,10 @@ mpx_status mpx_backend_cuda_error(void);
  * gemm_operands entry. */
 mpx_status mpx_cuda_set_operand_format(mpx_dtype exact);
 mpx_dtype mpx_cuda_operand_format(void);
-/* Frees what the backend keeps for the life of the process: the cuBLAS and cuDNN handles and
- * cuDNN's algorithm table and workspace (the next operator call makes them again). Waits for
- * the device. For leak checkers (compute-sanitizer --leak-check full) and long-lived hosts. */
+/* Frees what the backend keeps for the life of the process: the cuBLAS and cuDNN handles,
+ * cuDNN's algorithm table and workspace, and the pinned upload buffers (the next call makes
+ * them again). Waits for the device. For leak checkers (compute-sanitizer --leak-check full)
+ * and long-lived hosts. */
 mpx_status mpx_cuda_release(void);
 /* "NVIDIA H100 80GB HBM3"; "" for an invalid index. The buffer is per thread and is reused by
  * the next call on the same thread. */
@@ -92,7 +93,8 @@ mpx_status mpx_unscale_accumulate_cuda(mpx_dtype g_dtype, const void *g, size_t 
 mpx_status mpx_sumsq_cuda(const float *x, size_t n, double *out);
 /* How many times the host has waited for the device through this backend (backend.h's
  * host_waits): downloads, synchronisations, the reductions that return a value, the
- * operators' own checks and the host-staged MultiBox forward. */
+ * operators' own checks, the host-staged MultiBox forward, and an upload that finds every
+ * pinned staging buffer in flight. */
 int64_t mpx_cuda_host_waits(void);
 /* The optimizer rules of backend_cpu.c (optim.h): SGD, AdamW, the LAMB direction, w -= a u. */
 mpx_status mpx_sgd_update_cuda(float *w, const float *g, float *v, size_t n,
