@@ -3,15 +3,18 @@
  *
  * Max-pool: one thread per output element scans its window in row-major order, skipping padded
  * cells; the maximum is the first largest value, and a NaN, once met, stays the maximum. The
- * backward is a gather, one thread per input element: it visits the windows that contain it in
- * the CPU's (oy, ox) order and adds dy for each window whose first matching position (x == y,
- * NaN matching NaN) is itself — the CPU's additions in the CPU's order, without atomics, so dx
- * has the CPU's bits. Global average pool: one thread per (image, channel) sums the H*W values in
+ * backward first finds each window's argmax once (its first position with x == y, NaN matching
+ * NaN; one thread per output element, into int32 scratch), then gathers, one thread per input
+ * element: it visits the windows that contain it in the CPU's (oy, ox) order and adds dy for
+ * each window whose argmax is itself — the CPU's additions in the CPU's order, without atomics,
+ * so dx has the CPU's bits. (Finding the argmax inside the gather rescanned every window once
+ * per input it covers: 4 scans per input for ResNet's 3x3 / 2 pool.) Global average pool: one thread per (image, channel) sums the H*W values in
  * double in order and divides by H*W (the CPU's bits); backward dx = dy / (H*W) in FP32.
  * Every result is rounded once into its tensor's dtype (F32, F16 or BF16); selections are exact.
  * Asynchronous; independent of the launch.
  */
 #include <cuda_runtime.h>
+#include <stdint.h>
 
 #include "lib/cuda/ops.cuh"
 #include "mpx/cuda.h"
@@ -53,55 +56,75 @@ __global__ void maxpool_fwd(PoolDims d, const void *x, mpx_dtype xdt, void *y, m
     }
 }
 
+/* Output o's argmax: the first position of its window, in row-major order, whose x equals y[o]
+ * (NaN matching NaN), as iy * W + ix; -1 when there is none. One thread per output element.
+ * I: the index type, 32-bit when every index fits (integer division is much cheaper). */
+template <typename I>
+__global__ void maxpool_argmax(PoolDims d, const void *x, mpx_dtype xdt, const void *y,
+                               mpx_dtype ydt, int32_t *arg) {
+    const I C = (I)d.c, OW = (I)d.ow, OH = (I)d.oh, H = (I)d.h, W = (I)d.w;
+    const size_t total = (size_t)(d.n * d.oh * d.ow * d.c), stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        I rest = (I)e;
+        const I c = rest % C;
+        rest /= C;
+        const I ox = rest % OW;
+        rest /= OW;
+        const I oy = rest % OH, in = rest / OH;
+        int64_t y0, y1, x0, x1;
+        window(oy, d, d.h, &y0, &y1);
+        window(ox, d, d.w, &x0, &x1);
+        const float m = cuop_ld(y, ydt, e);
+        int32_t found = -1;
+        for (I wy = (I)y0; wy < (I)y1 && found < 0; wy++)
+            for (I wx = (I)x0; wx < (I)x1; wx++) {
+                const float v = cuop_ld(x, xdt, (size_t)(((in * H + wy) * W + wx) * C + c));
+                if (v == m || (isnan(v) && isnan(m))) {
+                    found = (int32_t)(wy * W + wx);
+                    break;
+                }
+            }
+        arg[e] = found;
+    }
+}
+
 struct MaxBwdArgs {
     PoolDims d = {};
-    const void *dy, *x, *y;
-    mpx_dtype dydt, xdt, ydt;
+    const void *dy;
+    const int32_t *arg;
+    mpx_dtype dydt;
     void *dx;
     mpx_dtype dxdt;
 };
 
+/* dx at (iy, ix): the sum of dy over the windows whose argmax it is, in (oy, ox) order. One
+ * thread per input element. */
+template <typename I>
 __global__ void maxpool_bwd(MaxBwdArgs a) {
     const PoolDims &d = a.d;
+    const I C = (I)d.c, OW = (I)d.ow, OH = (I)d.oh, H = (I)d.h, W = (I)d.w;
+    const I K = (I)d.kernel, S = (I)d.stride, P = (I)d.pad;
     const size_t total = (size_t)(d.n * d.h * d.w * d.c), stride = (size_t)gridDim.x * blockDim.x;
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        int64_t rest = (int64_t)e;
-        const int64_t c = rest % d.c;
-        rest /= d.c;
-        const int64_t ix = rest % d.w;
-        rest /= d.w;
-        const int64_t iy = rest % d.h, in = rest / d.h;
+        I rest = (I)e;
+        const I c = rest % C;
+        rest /= C;
+        const I ix = rest % W;
+        rest /= W;
+        const I iy = rest % H, in = rest / H;
         /* Windows containing (iy, ix): o * stride - pad <= i < o * stride - pad + kernel. */
-        const int64_t ny = iy + d.pad - d.kernel + 1, nx = ix + d.pad - d.kernel + 1;
-        const int64_t oy_lo = ny <= 0 ? 0 : (ny + d.stride - 1) / d.stride;
-        const int64_t ox_lo = nx <= 0 ? 0 : (nx + d.stride - 1) / d.stride;
-        const int64_t oy_hi =
-            (iy + d.pad) / d.stride < d.oh - 1 ? (iy + d.pad) / d.stride : d.oh - 1;
-        const int64_t ox_hi =
-            (ix + d.pad) / d.stride < d.ow - 1 ? (ix + d.pad) / d.stride : d.ow - 1;
+        const I ny = iy + P - K + 1, nx = ix + P - K + 1;
+        const I oy_lo = ny <= 0 ? 0 : (ny + S - 1) / S;
+        const I ox_lo = nx <= 0 ? 0 : (nx + S - 1) / S;
+        const I oy_hi = (iy + P) / S < OH - 1 ? (iy + P) / S : OH - 1;
+        const I ox_hi = (ix + P) / S < OW - 1 ? (ix + P) / S : OW - 1;
+        const int32_t self = (int32_t)(iy * W + ix);
         float acc = 0.0f;
-        for (int64_t oy = oy_lo; oy <= oy_hi; oy++) {
-            int64_t y0, y1;
-            window(oy, d, d.h, &y0, &y1);
-            for (int64_t ox = ox_lo; ox <= ox_hi; ox++) {
-                int64_t x0, x1;
-                window(ox, d, d.w, &x0, &x1);
-                const size_t o = (size_t)(((in * d.oh + oy) * d.ow + ox) * d.c + c);
-                const float m = cuop_ld(a.y, a.ydt, o);
-                /* The window's first position whose x equals y (NaN matching NaN). */
-                int64_t fy = -1, fx = -1;
-                for (int64_t wy = y0; wy < y1 && fy < 0; wy++)
-                    for (int64_t wx = x0; wx < x1; wx++) {
-                        const float v =
-                            cuop_ld(a.x, a.xdt, (size_t)(((in * d.h + wy) * d.w + wx) * d.c + c));
-                        if (v == m || (isnan(v) && isnan(m))) {
-                            fy = wy, fx = wx;
-                            break;
-                        }
-                    }
-                if (fy == iy && fx == ix) acc = __fadd_rn(acc, cuop_ld(a.dy, a.dydt, o));
+        for (I oy = oy_lo; oy <= oy_hi; oy++)
+            for (I ox = ox_lo; ox <= ox_hi; ox++) {
+                const size_t o = (size_t)(((in * OH + oy) * OW + ox) * C + c);
+                if (a.arg[o] == self) acc = __fadd_rn(acc, cuop_ld(a.dy, a.dydt, o));
             }
-        }
         cuop_st(a.dx, a.dxdt, e, acc);
     }
 }
@@ -177,16 +200,38 @@ extern "C" mpx_status mpx_maxpool2d_backward_cuda(const mpx_pool2d_attr *a, cons
     MPX_TRY(cuop_expect_same_shape(op, "y", y, "dy", dy));
     MPX_TRY(cuop_expect_float(op, "dx", dx, 4));
     MPX_TRY(cuop_expect_same_shape(op, "x", x, "dx", dx));
-    MaxBwdArgs args;
-    args.d = d;
-    args.dy = dy->data, args.x = x->data, args.y = y->data;
-    args.dydt = dy->dtype, args.xdt = x->dtype, args.ydt = y->dtype;
-    args.dx = dx->data, args.dxdt = dx->dtype;
-    unsigned grid = 1;
-    MPX_TRY(mpx_cuda_grid((size_t)mpx_tensor_numel(x), &grid));
-    maxpool_bwd<<<grid, kLaunchThreads>>>(args);
-    CUOP_LAUNCHED(op, "maxpool", x);
-    return MPX_OK;
+    if (d.h * d.w > INT32_MAX)
+        return mpx_fail(MPX_ERR_UNSUPPORTED, "%s: x has %lldx%lld positions per image, more than "
+                        "the argmax index holds", op, (long long)d.h, (long long)d.w);
+    const size_t ny = (size_t)mpx_tensor_numel(y), nx = (size_t)mpx_tensor_numel(x);
+    const bool narrow = (nx > ny ? nx : ny) < (size_t)INT32_MAX; /* every index fits 32 bits */
+    void *arg = nullptr;
+    MPX_TRY(cuop_scratch(ny * sizeof(int32_t), &arg));
+    unsigned grid_y = 1, grid_x = 1;
+    mpx_status st = mpx_cuda_grid(ny, &grid_y);
+    if (st == MPX_OK) st = mpx_cuda_grid(nx, &grid_x);
+    if (st == MPX_OK) {
+        if (narrow)
+            maxpool_argmax<int32_t><<<grid_y, kLaunchThreads>>>(d, x->data, x->dtype, y->data,
+                                                                y->dtype, (int32_t *)arg);
+        else
+            maxpool_argmax<int64_t><<<grid_y, kLaunchThreads>>>(d, x->data, x->dtype, y->data,
+                                                                y->dtype, (int32_t *)arg);
+        cudaError_t err = cudaGetLastError();
+        MaxBwdArgs args;
+        args.d = d;
+        args.dy = dy->data, args.dydt = dy->dtype;
+        args.arg = (const int32_t *)arg;
+        args.dx = dx->data, args.dxdt = dx->dtype;
+        if (err == cudaSuccess) {
+            if (narrow) maxpool_bwd<int32_t><<<grid_x, kLaunchThreads>>>(args);
+            else maxpool_bwd<int64_t><<<grid_x, kLaunchThreads>>>(args);
+            err = cudaGetLastError();
+        }
+        if (err != cudaSuccess) st = cuop_launch_fail(op, "maxpool", x, err);
+    }
+    mpx_status freed = mpx_cuda_scratch_free(arg);
+    return st != MPX_OK ? st : freed;
 }
 
 extern "C" mpx_status mpx_avgpool_global_forward_cuda(const mpx_tensor *x, mpx_tensor *y) {
