@@ -74,13 +74,17 @@ static void cuda_copy(void *dst, const void *src, size_t bytes) {
 static void cuda_upload(void *dst, const void *host, size_t bytes) {
     failed(cuop_upload(dst, host, bytes));
 }
+/* Both wait for all queued work, so the operators' deferred index checks (ops.cuh) are read
+ * here, and a failed one becomes the backend's error. */
 static void cuda_download(void *host, const void *src, size_t bytes) {
     mpx_cuda_count_wait();
     REMEMBER(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
+    failed(cuop_checks_resolve());
 }
 static void cuda_sync(void) {
     mpx_cuda_count_wait();
     REMEMBER(cudaDeviceSynchronize());
+    failed(cuop_checks_resolve());
 }
 static void cuda_gemm_operands(mpx_dtype exact) { failed(mpx_cuda_set_operand_format(exact)); }
 static void cuda_cast(const mpx_cast_spec *spec, const float *src, void *dst, size_t n) {

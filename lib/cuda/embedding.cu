@@ -9,13 +9,14 @@
  * the dy rows in that order, in FP32 from 0 — the CPU's additions in the CPU's order, so dtable
  * has the CPU's bits. The row is written once, rounded into dtable's dtype (F32 in the executor).
  *
- * Every id must lie in [0, V): a kernel finds the first offending position on the device and the
- * host reads the result back after the work is queued (one small synchronisation per call; the
- * kernels skip bad ids, so nothing is read or written out of bounds even then). The error names
- * the position and the value, as the CPU op does.
+ * Every id must lie in [0, V): a kernel finds the first offending position on the device (the
+ * kernels skip bad ids, so nothing is read or written out of bounds even then), and the verdict
+ * is read at the backend's next wait (cuop_check_defer), costing no wait of its own; the error,
+ * reported through the backend's last_error, names the position and the value, as the CPU op's.
  */
 #include <cuda_runtime.h>
 #include <limits.h>
+#include <stdio.h>
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -75,22 +76,6 @@ mpx_status emb_shapes(const char *op, const mpx_tensor *ids, const char *tn,
     return cuop_expect_dim(op, yn, y, ids->ndim, table->shape[1], "H, dim 1 of the table");
 }
 
-/* The message for the first bad id (flat position `i`). */
-mpx_status bad_id(const char *op, const mpx_tensor *ids, unsigned long long i, const char *tn,
-                  int64_t v) {
-    int64_t idx[MPX_MAX_DIMS];
-    int64_t rest = (int64_t)i;
-    for (int d = ids->ndim - 1; d >= 0; d--) {
-        idx[d] = rest % ids->shape[d];
-        rest /= ids->shape[d];
-    }
-    char pos[96];
-    mpx_shape_str(ids->ndim, idx, pos, sizeof pos);
-    return mpx_fail(MPX_ERR_INPUT,
-                    "%s: ids%s = %.0f is out of range: must be in [0, V = %lld), V the rows of %s",
-                    op, pos, cuop_read_value(ids->data, MPX_I32, (size_t)i), (long long)v, tn);
-}
-
 /* Queues the range check of the ids. */
 mpx_status check_ids(const char *op, const mpx_tensor *ids, int64_t v, CuopCheck **chk) {
     const size_t n = (size_t)mpx_tensor_numel(ids);
@@ -107,14 +92,17 @@ mpx_status check_ids(const char *op, const mpx_tensor *ids, int64_t v, CuopCheck
     return MPX_OK;
 }
 
-/* Reads the check back (after the queued work); `st` is the status of that work. */
+/* Hands the check to the backend's next wait (after the queued work, whose status is `st`). */
 mpx_status finish(const char *op, mpx_status st, CuopCheck *chk, const mpx_tensor *ids,
                   const char *tn, int64_t v) {
-    CuopCheck h;
-    mpx_status rd = cuop_check_end(chk, &h);
-    MPX_TRY(st);
-    MPX_TRY(rd);
-    return h.first_bad == ~0ull ? MPX_OK : bad_id(op, ids, h.first_bad, tn, v);
+    if (st != MPX_OK) {
+        mpx_cuda_scratch_free(chk);
+        return st;
+    }
+    char rule[160];
+    snprintf(rule, sizeof rule, " is out of range: must be in [0, V = %lld), V the rows of %s",
+             (long long)v, tn);
+    return cuop_check_defer(chk, ids, op, "ids", rule);
 }
 
 size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }

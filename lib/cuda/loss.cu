@@ -9,13 +9,15 @@
  * into the CPU's 64 fixed blocks, one thread sums a block's rows in row order, and one thread adds
  * the 64 partials in order, so the loss differs from the CPU's only through expf (CUDA's is
  * within 2 ulp, glibc's within 1) and the double log, never through summation order.
- * Labels >= K are an input error naming the row, as on the CPU: a kernel finds the first one and
- * counts the rows that are not ignored; the host reads that back after the work is queued (one
- * small synchronisation per call; the kernels skip bad labels meanwhile). The backward reads the
- * count from device memory.
+ * Labels >= K are an input error naming the row and the value, as on the CPU: a kernel finds
+ * the first one and counts the rows that are not ignored (the kernels skip bad labels). The
+ * verdict is read at the backend's next wait (cuop_check_defer: after the step's status
+ * download, or a sync) and reported through its last_error, so the check costs no wait of its
+ * own. The mean and the backward read the count from device memory.
  */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdio.h>
 
 #include "lib/cuda/ops.cuh"
 #include "mpx/cuda.h"
@@ -135,19 +137,18 @@ mpx_status check_labels(const char *op, const mpx_tensor *labels, int64_t k, Cuo
     return MPX_OK;
 }
 
-/* Reads the check back (after the queued work, whose status is `st`). */
+/* Hands the check to the backend's next wait (after the queued work, whose status is `st`). */
 mpx_status finish(const char *op, mpx_status st, CuopCheck *chk, const mpx_tensor *labels,
                   int64_t k) {
-    CuopCheck h;
-    mpx_status rd = cuop_check_end(chk, &h);
-    MPX_TRY(st);
-    MPX_TRY(rd);
-    if (h.first_bad == ~0ull) return MPX_OK;
-    return mpx_fail(MPX_ERR_INPUT,
-                    "%s: labels[%llu] = %.0f is out of range: must be < K = %lld (dim 1 of the "
-                    "logits) or < 0 to ignore the row",
-                    op, h.first_bad, cuop_read_value(labels->data, MPX_I32, (size_t)h.first_bad),
-                    (long long)k);
+    if (st != MPX_OK) {
+        mpx_cuda_scratch_free(chk);
+        return st;
+    }
+    char rule[160];
+    snprintf(rule, sizeof rule,
+             " is out of range: must be < K = %lld (dim 1 of the logits) or < 0 to ignore the row",
+             (long long)k);
+    return cuop_check_defer(chk, labels, op, "labels", rule);
 }
 
 } // namespace

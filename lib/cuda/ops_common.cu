@@ -1,9 +1,13 @@
 /* ops_common.cu — the host side of ops.cuh: argument checks for the CUDA operators (the CPU ops'
  * messages, lib/ops/ops_check.c, for device tensors and the backend's storage dtypes), launch
- * failures, scratch, the device-side index checks' read-back, and mpx_cuda_release. */
+ * failures, scratch, the device-side index checks' read-back (at once or deferred to the next
+ * wait), and mpx_cuda_release. */
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+
+#include <mutex>
 
 #include "lib/cuda/ops.cuh"
 #include "mpx/cuda.h"
@@ -90,11 +94,11 @@ mpx_status cuop_scratch(size_t bytes, void **p) {
 mpx_status cuop_check_begin(CuopCheck **d) {
     void *p = nullptr;
     MPX_TRY(cuop_scratch(sizeof(CuopCheck), &p));
-    /* first_bad = all ones, count = 0 */
+    /* first_bad = all ones, count = 0, value = 0 */
     cudaError_t err = cudaMemsetAsync(p, 0xff, sizeof(unsigned long long), 0);
     if (err == cudaSuccess)
-        err = cudaMemsetAsync((char *)p + sizeof(unsigned long long), 0, sizeof(unsigned long long),
-                              0);
+        err = cudaMemsetAsync((char *)p + sizeof(unsigned long long), 0,
+                              sizeof(CuopCheck) - sizeof(unsigned long long), 0);
     if (err != cudaSuccess) {
         mpx_cuda_scratch_free(p);
         MPX_CUDA_TRY(err);
@@ -109,6 +113,95 @@ mpx_status cuop_check_end(CuopCheck *d, CuopCheck *h) {
     mpx_status freed = mpx_cuda_scratch_free(d);
     MPX_CUDA_TRY(err);
     return freed;
+}
+
+namespace {
+
+/* The offending element's value, for the message (stream-ordered after the check kernel). */
+__global__ void check_value(CuopCheck *c, const void *v, mpx_dtype dt) {
+    if (c->first_bad == ~0ull) return;
+    c->value = dt == MPX_I32 ? (double)((const int32_t *)v)[c->first_bad]
+                             : (double)cuop_ld(v, dt, (size_t)c->first_bad);
+}
+
+constexpr int kPending = 64;
+struct PendingCheck {
+    const char *op, *name;
+    int ndim;
+    int64_t shape[MPX_MAX_DIMS];
+    char rule[192];
+};
+std::mutex g_check_mutex;
+CuopCheck *g_check_host = nullptr; /* pinned, [kPending], written by the queued copies */
+PendingCheck g_pending[kPending];
+int g_n_pending = 0;
+
+mpx_status resolve_locked(void) {
+    mpx_status st = MPX_OK;
+    for (int i = 0; i < g_n_pending && st == MPX_OK; i++) {
+        const CuopCheck &h = g_check_host[i];
+        const PendingCheck &p = g_pending[i];
+        if (h.first_bad == ~0ull) continue;
+        int64_t idx[MPX_MAX_DIMS];
+        unsigned long long rest = h.first_bad;
+        for (int d = p.ndim - 1; d >= 0; d--) {
+            idx[d] = (int64_t)(rest % (unsigned long long)p.shape[d]);
+            rest /= (unsigned long long)p.shape[d];
+        }
+        char pos[96];
+        mpx_shape_str(p.ndim, idx, pos, sizeof pos);
+        st = mpx_fail(MPX_ERR_INPUT, "%s: %s%s = %g%s", p.op, p.name, pos, h.value, p.rule);
+    }
+    g_n_pending = 0;
+    return st;
+}
+
+} // namespace
+
+mpx_status cuop_check_defer(CuopCheck *d, const mpx_tensor *t, const char *op, const char *name,
+                            const char *rule) {
+    std::lock_guard<std::mutex> lock(g_check_mutex);
+    mpx_status st = MPX_OK;
+    cudaError_t err = cudaSuccess;
+    if (!g_check_host) err = cudaHostAlloc((void **)&g_check_host, kPending * sizeof(CuopCheck),
+                                           cudaHostAllocDefault);
+    if (err == cudaSuccess && g_n_pending == kPending) {
+        /* Every slot holds a verdict not yet read: wait for them (rare: 64 checks in a pass). */
+        mpx_cuda_count_wait();
+        err = cudaDeviceSynchronize();
+        if (err == cudaSuccess) st = resolve_locked();
+    }
+    if (err == cudaSuccess) {
+        check_value<<<1, 1>>>(d, t->data, t->dtype);
+        err = cudaGetLastError();
+    }
+    if (err == cudaSuccess)
+        err = cudaMemcpyAsync(&g_check_host[g_n_pending], d, sizeof *d, cudaMemcpyDeviceToHost, 0);
+    if (err == cudaSuccess) {
+        PendingCheck &p = g_pending[g_n_pending++];
+        p.op = op;
+        p.name = name;
+        p.ndim = t->ndim;
+        memcpy(p.shape, t->shape, sizeof p.shape);
+        snprintf(p.rule, sizeof p.rule, "%s", rule);
+    }
+    mpx_status freed = mpx_cuda_scratch_free(d);
+    if (err != cudaSuccess) return cuop_launch_fail(op, "check read-back", t, err);
+    return st != MPX_OK ? st : freed;
+}
+
+mpx_status cuop_checks_resolve(void) {
+    std::lock_guard<std::mutex> lock(g_check_mutex);
+    return resolve_locked();
+}
+
+mpx_status cuop_checks_release(void) {
+    std::lock_guard<std::mutex> lock(g_check_mutex);
+    g_n_pending = 0;
+    cudaError_t err = g_check_host ? cudaFreeHost(g_check_host) : cudaSuccess;
+    g_check_host = nullptr;
+    MPX_CUDA_TRY(err);
+    return MPX_OK;
 }
 
 double cuop_read_value(const void *data, mpx_dtype dt, size_t index) {
@@ -137,6 +230,9 @@ double cuop_read_value(const void *data, mpx_dtype dt, size_t index) {
 extern "C" mpx_status mpx_cuda_release(void) {
     MPX_CUDA_TRY(cudaDeviceSynchronize());
     mpx_status conv = cuop_conv_release(), gemm = cuop_gemm_release();
-    mpx_status staging = cuop_staging_release();
-    return conv != MPX_OK ? conv : gemm != MPX_OK ? gemm : staging;
+    mpx_status staging = cuop_staging_release(), checks = cuop_checks_release();
+    return conv != MPX_OK      ? conv
+           : gemm != MPX_OK    ? gemm
+           : staging != MPX_OK ? staging
+                               : checks;
 }

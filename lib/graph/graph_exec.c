@@ -641,7 +641,9 @@ static mpx_status read_stored(mpx_graph *g, const gtensor *t, mpx_dtype dt, void
         g->be->cast(&s, f, f, (size_t)t->numel);
     }
     g->be->download(host, f, (size_t)t->numel * sizeof(float));
-    return MPX_OK;
+    /* A device reports its deferred failures (an operator's index check) once it has waited. */
+    mpx_status st = g->be->last_error();
+    return st == MPX_OK ? MPX_OK : mpx_fail_context(st, "reading '%s'", t->name);
 }
 
 mpx_status mpx_graph_read(const mpx_graph *cg, int tensor, float *host) {

@@ -222,6 +222,15 @@ static inline int ops_test_setup(void) {
 }
 
 /* After each group: the GPU ran everything it was given without a sticky error. */
+/* What an operator with a device-side index check (labels, ids, a mask) reports: its own
+ * failure, else the check's, which the backend reads at its next wait (ops.cuh:
+ * cuop_check_defer) and reports as its last error. */
+static inline mpx_status after_wait(mpx_status st) {
+    if (st != MPX_OK) return st;
+    gpu->sync();
+    return gpu->last_error();
+}
+
 static inline void check_device_clean(const char *what) {
     mpx_status st = mpx_backend_cuda_error();
     CHECK(st == MPX_OK, "%s: the CUDA backend reported %s: %s", what, mpx_status_name(st),

@@ -383,8 +383,8 @@ static void test_embedding(void) {
                     int32_t saved = ids[1 * 9 + 2];
                     ids[1 * 9 + 2] = k ? -1 : (int32_t)ec->v;
                     mpx_tensor gbad = dev_i32(ec->ndim, ec->shape, ids);
-                    mpx_status st = k ? mpx_embedding_backward_cuda(&gdy, &gbad, &gdt)
-                                      : mpx_embedding_forward_cuda(&gbad, &gt, &gy);
+                    mpx_status st = after_wait(k ? mpx_embedding_backward_cuda(&gdy, &gbad, &gdt)
+                                                 : mpx_embedding_forward_cuda(&gbad, &gt, &gy));
                     CHECK(st == MPX_ERR_INPUT && strstr(mpx_error_message(), "ids[1,2]") &&
                               strstr(mpx_error_message(), k ? "= -1" : "= 50"),
                           "embedding %s: bad id refused: %s", k ? "backward" : "forward",
@@ -474,8 +474,9 @@ static void test_softmax(void) {
             if (sc->mask == 1) { /* a mask value of 2 names its position */
                 mi[1] = 2;
                 mpx_tensor gbad = dev_i32(2, ms, mi);
-                CHECK(mpx_softmax_forward_cuda(sc->scale, &gx, &gbad, &gy) == MPX_ERR_INPUT &&
-                          strstr(mpx_error_message(), "mask[0, 1] = 2"),
+                CHECK(after_wait(mpx_softmax_forward_cuda(sc->scale, &gx, &gbad, &gy)) ==
+                              MPX_ERR_INPUT &&
+                          strstr(mpx_error_message(), "mask[0,1] = 2"),
                       "softmax: mask value 2 refused: %s", mpx_error_message());
                 dev_free(&gbad);
             }
@@ -637,10 +638,12 @@ static void test_softmax_ce(void) {
                 const int32_t saved = lab[3];
                 lab[3] = (int32_t)K;
                 mpx_tensor gbad = dev_i32(1, ls, lab);
-                CHECK(mpx_softmax_ce_forward_cuda(&gx, &gbad, &gloss, &gp) == MPX_ERR_INPUT &&
+                CHECK(after_wait(mpx_softmax_ce_forward_cuda(&gx, &gbad, &gloss, &gp)) ==
+                              MPX_ERR_INPUT &&
                           strstr(mpx_error_message(), "labels[3] = 10"),
                       "softmax_ce forward: label K refused: %s", mpx_error_message());
-                CHECK(mpx_softmax_ce_backward_cuda(&gp2, &gbad, &gdx) == MPX_ERR_INPUT &&
+                CHECK(after_wait(mpx_softmax_ce_backward_cuda(&gp2, &gbad, &gdx)) ==
+                              MPX_ERR_INPUT &&
                           strstr(mpx_error_message(), "labels[3] = 10"),
                       "softmax_ce backward: label K refused: %s", mpx_error_message());
                 lab[3] = saved;
