@@ -6,7 +6,8 @@
 #      CPU, fp32 and one fp16 method, and compare their loss trajectories,
 #   4. time the training step on the GPU in fp32, fp16 and bf16: ResNet-50 at 224x224, batch 256;
 #      BERT-base at sequence 128, batch 64; SSD300 (ResNet-50 trunk), batch 32; ResNet-50 fp16
-#      once more without tensor cores (precision.tensor_cores = false); and a per-op profile of
+#      once more without tensor cores (precision.tensor_cores = false) and once with the 16-bit
+#      storage decoded by the executor (precision.direct_io = false); and a per-op profile of
 #      the ResNet-50 step (the host's waits per step are in every bench line),
 #   5. with --memcheck, run the cuda tests again under compute-sanitizer's memcheck (each for at
 #      most MEMCHECK_TIMEOUT seconds, default 240).
@@ -154,6 +155,10 @@ bench ssd_300_b32 "$root/experiments/configs/ssd/paper/fp32.cfg" data.dataset=sc
 # TF32 path on exact 16-bit operands buys.
 MODES=fp16 bench resnet50_224_b256_fp16_no_tensor_cores "$root/experiments/configs/resnet50/paper/fp32.cfg" \
   data.dataset=synthetic precision.tensor_cores=false
+# The same ResNet-50 fp16 step with the executor decoding 16-bit storage into FP32 scratch and
+# rounding results back (the CPU's path): what handing the storage to the operators buys.
+MODES=fp16 bench resnet50_224_b256_fp16_decoded "$root/experiments/configs/resnet50/paper/fp32.cfg" \
+  data.dataset=synthetic precision.direct_io=false
 # Where the ResNet-50 step's time goes, per op (synchronised around every op).
 timeout 120 "$mpx" bench "$root/experiments/configs/resnet50/paper/fp32.cfg" data.dataset=synthetic \
   --device cuda --modes fp32,fp16 --steps 2 --warmup 1 --profile > "$log/profile_resnet50.log" 2>&1

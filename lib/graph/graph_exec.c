@@ -65,14 +65,13 @@ static mpx_tensor make_view(int ndim, const int64_t *shape, mpx_dtype dt, mpx_de
 
 /* Whether ops read tensors stored as `dt` as they are (natively, or decoding as they load). */
 static int reads_stored(const mpx_graph *g, mpx_dtype dt) {
-    return g->be->native(dt) || (g->be->direct_io && g->be->direct_io(dt));
+    return g->be->native(dt) || (g->prec.direct_io && g->be->direct_io && g->be->direct_io(dt));
 }
 
 /* Whether ops write forward values stored as `dt` themselves: natively, or rounding to nearest
  * as the commit would (stochastic rounding needs the cast's streams, so it keeps the commit). */
 static int writes_stored(const mpx_graph *g, mpx_dtype dt) {
-    return g->be->native(dt) ||
-           (g->be->direct_io && g->be->direct_io(dt) && g->prec.rounding == MPX_ROUND_RNE);
+    return g->be->native(dt) || (reads_stored(g, dt) && g->prec.rounding == MPX_ROUND_RNE);
 }
 
 /* A view of `numel` elements stored as `dt` at `data` for an op to read: the storage itself when

@@ -29,6 +29,7 @@ int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *roun
         return -1;
     p->seed = seed;
     p->tensor_cores = 1;
+    p->direct_io = 1;
     return 0;
 }
 

@@ -88,6 +88,10 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"precision", "tensor_cores", MPX_CFG_BOOL, "true", NULL, NR,
      "fp16/bf16 on a GPU: convolutions and GEMMs on TF32 tensor cores, exact on 16-bit operands "
      "(FP32 accumulation); false: FP32 FMA math as in fp32 (no effect on the CPU)"},
+    {"precision", "direct_io", MPX_CFG_BOOL, "true", NULL, NR,
+     "fp16/bf16 on a GPU: operators read and write the 16-bit storage themselves; false: the "
+     "executor decodes it into FP32 scratch and rounds results back, as on the CPU (the same "
+     "bits; a speed baseline; no effect on the CPU)"},
     {"precision", "scaling", MPX_CFG_ENUM, "none", "none|fixed|dynamic|adaptive|adaptive-quantile",
      NR, "loss-scaling method"},
     {"precision", "loss_scale", MPX_CFG_FLOAT, "1", NULL, 1e-30, 1e30,
@@ -300,6 +304,7 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
                            mpx_cfg_str(cfg, "precision.rounding"), t->seed) != 0)
         return contradiction(cfg, "precision.mode", "unknown mode or rounding");
     rc->precision.tensor_cores = mpx_cfg_bool(cfg, "precision.tensor_cores");
+    rc->precision.direct_io = mpx_cfg_bool(cfg, "precision.direct_io");
     mpx_scaling_cfg *s = &rc->scaling;
     mpx_scaling_defaults(s);
     s->method = mpx_scaling_parse(mpx_cfg_str(cfg, "precision.scaling"));

@@ -15,7 +15,8 @@
  *
  * The instrumented backend counts the 16-bit tensors it was handed, so the test also fails if
  * the executor stops using the direct path (or lets operators round values under stochastic
- * rounding, whose streams only the executor's cast has).
+ * rounding, whose streams only the executor's cast has, or uses it with precision.direct_io
+ * off).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -213,6 +214,7 @@ enum { STEPS = 4, BATCH = 2 };
 
 typedef struct {
     const char *model, *mode, *scaling, *rounding;
+    int decoded; /* precision.direct_io = false: the executor must not use the direct path */
 } variant;
 
 /* What a run produced, step by step. */
@@ -257,6 +259,7 @@ static mpx_graph *build(const variant *v, const mpx_backend *be) {
         n_img = BATCH * 16 * 16 * 3;
         mpx_precision p;
         mpx_precision_init(&p, v->mode, v->rounding, 3);
+        p.direct_io = !v->decoded;
         CHECK_OK(mpx_graph_compile_backend(g, &p, be, 11));
         set_i32(g, labels, BATCH, 10, 0, 1);
     } else if (strcmp(v->model, "bert") == 0) {
@@ -269,6 +272,7 @@ static mpx_graph *build(const variant *v, const mpx_backend *be) {
         CHECK_OK(mpx_bert_build(g, &c, BATCH, T, &io));
         mpx_precision p;
         mpx_precision_init(&p, v->mode, v->rounding, 3);
+        p.direct_io = !v->decoded;
         CHECK_OK(mpx_graph_compile_backend(g, &p, be, 12));
         int32_t pos[BATCH * 8], mask[BATCH * 8];
         for (int i = 0; i < BATCH * T; i++) pos[i] = i % T, mask[i] = i % T < T - 1 || i < T;
@@ -289,6 +293,7 @@ static mpx_graph *build(const variant *v, const mpx_backend *be) {
         n_img = BATCH * 64 * 64 * 3;
         mpx_precision p;
         mpx_precision_init(&p, v->mode, v->rounding, 3);
+        p.direct_io = !v->decoded;
         CHECK_OK(mpx_graph_compile_backend(g, &p, be, 13));
         const float bx[BATCH * 2 * 4] = {0.1f, 0.1f, 0.5f, 0.6f, 0.4f, 0.3f, 0.9f, 0.8f,
                                          0.2f, 0.5f, 0.7f, 0.95f, 0,    0,    0,    0};
@@ -350,16 +355,22 @@ static void compare(const variant *v) {
     run(v, &direct, &b);
     const long long in16 = g_in16 - in0, out16 = g_out16 - out0;
     char what[96];
-    snprintf(what, sizeof what, "%s %s %s %s", v->model, v->mode, v->scaling, v->rounding);
+    snprintf(what, sizeof what, "%s %s %s %s%s", v->model, v->mode, v->scaling, v->rounding,
+             v->decoded ? " (direct_io off)" : "");
     printf("%s: loss %.6f -> %.6f; 16-bit tensors handed to ops: %lld read, %lld written\n", what,
            (double)a.loss[0], (double)a.loss[STEPS - 1], in16, out16);
-    /* The path is taken: stored values, weights and gradients reach the ops as they are, and
-     * ops round forward values themselves exactly when the policy rounds to nearest. */
-    CHECK(in16 > 0, "%s: no 16-bit tensor reached an operator", what);
-    if (strcmp(v->rounding, "rne") == 0)
-        CHECK(out16 > 0, "%s: no operator wrote 16-bit storage", what);
+    /* The path is taken when it should be: stored values, weights and gradients reach the ops
+     * as they are, ops round forward values themselves exactly when the policy rounds to
+     * nearest, and nothing 16-bit reaches them with precision.direct_io off. */
+    if (v->decoded)
+        CHECK(in16 == 0 && out16 == 0, "%s: %lld + %lld 16-bit tensors reached operators", what,
+              in16, out16);
+    else if (strcmp(v->rounding, "rne") == 0)
+        CHECK(in16 > 0 && out16 > 0, "%s: 16-bit tensors read %lld, written %lld", what, in16,
+              out16);
     else
-        CHECK(out16 == 0, "%s: %lld 16-bit outputs under stochastic rounding", what, out16);
+        CHECK(in16 > 0 && out16 == 0, "%s: 16-bit tensors read %lld, written %lld under "
+              "stochastic rounding", what, in16, out16);
     for (int s = 0; s < STEPS; s++) {
         CHECK(isfinite(a.loss[s]), "%s step %d: loss %g", what, s, (double)a.loss[s]);
         CHECK(memcmp(&a.loss[s], &b.loss[s], sizeof(float)) == 0,
@@ -387,16 +398,17 @@ static void compare(const variant *v) {
 int main(void) {
     make_direct_backend();
     static const variant vs[] = {
-        {"resnet", "fp16", "none", "rne"},
-        {"resnet", "fp16", "dynamic", "rne"},
-        {"resnet", "fp16", "adaptive", "rne"},
-        {"resnet", "fp16", "adaptive-quantile", "rne"},
-        {"resnet", "bf16", "none", "rne"},
-        {"resnet", "fp16", "adaptive", "stochastic"},
-        {"bert", "fp16", "adaptive", "rne"},
-        {"bert", "bf16", "dynamic", "rne"},
-        {"ssd", "fp16", "adaptive", "rne"},
-        {"ssd", "fp16", "dynamic", "stochastic"},
+        {"resnet", "fp16", "none", "rne", 0},
+        {"resnet", "fp16", "dynamic", "rne", 0},
+        {"resnet", "fp16", "adaptive", "rne", 0},
+        {"resnet", "fp16", "adaptive-quantile", "rne", 0},
+        {"resnet", "bf16", "none", "rne", 0},
+        {"resnet", "fp16", "adaptive", "stochastic", 0},
+        {"bert", "fp16", "adaptive", "rne", 0},
+        {"bert", "bf16", "dynamic", "rne", 0},
+        {"ssd", "fp16", "adaptive", "rne", 0},
+        {"ssd", "fp16", "dynamic", "stochastic", 0},
+        {"resnet", "fp16", "adaptive", "rne", 1},
     };
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) compare(&vs[i]);
     return mpx_test_done(__FILE__);

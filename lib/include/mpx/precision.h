@@ -42,6 +42,10 @@ typedef struct {
     int tensor_cores;         /* 16-bit modes: the GEMM family may run on units that read the
                                  16-bit operands exactly (TF32 tensor cores); 0: FP32 FMA math.
                                  1 after mpx_precision_init. No effect on the CPU. */
+    int direct_io;            /* 16-bit modes: operators that can read and write 16-bit storage
+                                 themselves get it (backend.h: direct_io); 0: FP32 views decoded
+                                 into scratch and rounded on commit, as on the CPU. The same
+                                 bits either way; 1 after mpx_precision_init. */
 } mpx_precision;
 
 /* mode_name: "fp32" | "fp16" | "bf16"; rounding_name: "rne" | "stochastic". */
