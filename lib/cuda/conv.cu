@@ -2,23 +2,29 @@
  * with the semantics of lib/ops/conv2d.c: x [N,H,W,C], w HWIO [KH,KW,C,K], optional bias [K],
  * y [N,OH,OW,K], stride and padding per the attr (no groups, no dilation: the CPU op has none).
  *
- * Precision and layout: cuDNN runs on FP32 data with FP32 compute (CUDNN_DATA_FLOAT). The math
- * type is CUDNN_FMA_MATH (neither tensor cores nor TF32) unless the operands are declared exact
- * in F16 or BF16 (mpx_cuda_set_operand_format, as the executor does in 16-bit modes): then
- * CUDNN_TENSOR_OP_MATH, TF32 tensor cores, whose conversion of such values is exact, so the
- * products are exact and only the FP32 accumulation order differs. Inputs stored as F16/BF16 are
- * decoded to FP32 scratch first (exact); the HWIO weights are reordered to cuDNN's KRSC
- * ("NHWC" filter) layout in FP32 scratch. An F32 output without bias is written by cuDNN
- * directly; otherwise cuDNN writes FP32 scratch and one kernel adds the bias in FP32 and rounds
- * once (to nearest even) into the output's dtype. The weight gradient is computed in KRSC FP32
- * scratch and reordered into HWIO with that one rounding. The bias gradient is a column sum of
- * dy in double in row order (one thread per channel), the order of the CPU's SGEMM path.
+ * Precision and layout: cuDNN runs with FP32 compute. The math type is CUDNN_FMA_MATH (neither
+ * tensor cores nor TF32) unless the operands are declared exact in F16 or BF16
+ * (mpx_cuda_set_operand_format, as the executor does in 16-bit modes): then
+ * CUDNN_TENSOR_OP_MATH, whose products of such values are exact, so only the FP32 accumulation
+ * order differs. Data: a forward whose x, w and y are all stored in that declared 16-bit format
+ * and that has no bias runs on the 16-bit data itself (cuDNN reads x and writes y, rounding once
+ * from the FP32 sums; the weights reordered into 16-bit KRSC scratch), falling back to the FP32
+ * path when cuDNN offers no usable algorithm. Everything else runs on FP32 data: inputs stored
+ * as F16/BF16 are decoded to FP32 scratch first (exact; TF32 tensor cores then hold them
+ * exactly); the HWIO weights are reordered to cuDNN's KRSC ("NHWC" filter) layout in FP32
+ * scratch. An F32 output without bias is written by cuDNN directly; otherwise cuDNN writes FP32
+ * scratch and one kernel adds the bias in FP32 and rounds once (to nearest even) into the
+ * output's dtype. (The backward passes stay on FP32 data: cuDNN writes a gradient in its
+ * inputs' type, and the executor needs it in FP32 to scale and count it before rounding.) The
+ * weight gradient is computed in KRSC FP32 scratch and reordered into HWIO with that one
+ * rounding. The bias gradient is a column sum of dy in double in row order (one thread per
+ * channel), the order of the CPU's SGEMM path.
  *
- * Algorithms: chosen once per (pass, shape, math) with cudnnGet*Algorithm_v7 (heuristics, no
- * timing, so the choice cannot depend on the machine's load), taking the first algorithm that
- * cuDNN reports as supported, deterministic, of the allowed math (tensor-op math only when
- * declared exact) and not FFT/Winograd (whose error is not bounded element-wise like a direct
- * sum's), and cached in a small table with the math type it runs in.
+ * Algorithms: chosen once per (pass, shape, math, data type) with cudnnGet*Algorithm_v7
+ * (heuristics, no timing, so the choice cannot depend on the machine's load), taking the first
+ * algorithm that cuDNN reports as supported, deterministic, of the allowed math (tensor-op
+ * math only when declared exact) and not FFT/Winograd (whose error is not bounded element-wise
+ * like a direct sum's), and cached in a small table with the math type it runs in.
  * One workspace buffer is shared by all calls and grown as needed. A handle, the table and the
  * workspace live for the process, guarded by one mutex (ops run on one host thread at a time).
  */
@@ -83,9 +89,9 @@ mpx_status conv_check(const char *op, const mpx_conv2d_attr *a, const char *xn,
 
 /* ---- kernels ---- */
 
-/* dst (KRSC, FP32) from w (HWIO, any float dtype). */
-__global__ void hwio_to_krsc(const void *w, mpx_dtype dt, float *dst, int kh, int kw, int c,
-                             int k, size_t n) {
+/* dst (KRSC, in ddt: FP32, or w's own 16-bit format, so exact) from w (HWIO, any float dtype). */
+__global__ void hwio_to_krsc(const void *w, mpx_dtype dt, void *dst, mpx_dtype ddt, int kh, int kw,
+                             int c, int k, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t t = i;
@@ -95,7 +101,7 @@ __global__ void hwio_to_krsc(const void *w, mpx_dtype dt, float *dst, int kh, in
         t /= kw;
         const size_t r = t % kh;
         const size_t ko = t / kh;
-        dst[i] = cuop_ld(w, dt, ((r * kw + s) * c + ci) * k + ko);
+        cuop_st(dst, ddt, i, cuop_ld(w, dt, ((r * kw + s) * c + ci) * k + ko));
     }
 }
 
@@ -141,15 +147,20 @@ __global__ void column_sum(const void *dy, mpx_dtype dt, int64_t m, int k, void 
 /* ---- cuDNN state: handle, algorithm table, workspace ---- */
 
 struct Key {
-    int pass, n, h, w, c, k, kh, kw, sh, sw, ph, pw, tensor_cores;
+    int pass, n, h, w, c, k, kh, kw, sh, sw, ph, pw, tensor_cores, data;
 };
 struct Entry {
     Key key;
-    int used, algo;
+    int used, algo; /* algo -1: cuDNN offered none (remembered, so that it is asked once) */
     cudnnMathType_t math;
     size_t ws;
 };
-constexpr int kTable = 64;
+/* Entries for every (pass, shape, math, data type) a process meets: ResNet-50 alone has 24
+ * distinct convolution shapes, 71 (pass, shape) pairs. The table used to hold 64, and its
+ * first-in-first-out replacement then missed on every call of a ResNet-50 step (a cyclic pattern
+ * longer than the table), asking cuDNN's heuristics again each time. When it is full, entries
+ * are still replaced first in, first out. */
+constexpr int kTable = 1024;
 
 std::mutex g_mutex;
 cudnnHandle_t g_handle = nullptr;
@@ -222,18 +233,17 @@ struct Descs {
     }
 };
 
+/* Descriptors for data of type `data` (FP32, or F16/BF16 for the 16-bit forward) with FP32
+ * compute. */
 mpx_status make_descs(const char *op, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores,
-                      Descs *d) {
+                      cudnnDataType_t data, Descs *d) {
     CUDNN_TRY(op, cudnnCreateTensorDescriptor(&d->x));
     CUDNN_TRY(op, cudnnCreateTensorDescriptor(&d->y));
     CUDNN_TRY(op, cudnnCreateFilterDescriptor(&d->w));
     CUDNN_TRY(op, cudnnCreateConvolutionDescriptor(&d->conv));
-    CUDNN_TRY(op, cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, g.n, g.c,
-                                             g.h, g.w));
-    CUDNN_TRY(op, cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, g.n, g.k,
-                                             g.oh, g.ow));
-    CUDNN_TRY(op, cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, g.k, g.c,
-                                             g.kh, g.kw));
+    CUDNN_TRY(op, cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NHWC, data, g.n, g.c, g.h, g.w));
+    CUDNN_TRY(op, cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NHWC, data, g.n, g.k, g.oh, g.ow));
+    CUDNN_TRY(op, cudnnSetFilter4dDescriptor(d->w, data, CUDNN_TENSOR_NHWC, g.k, g.c, g.kh, g.kw));
     CUDNN_TRY(op, cudnnSetConvolution2dDescriptor(d->conv, a->pad_h, a->pad_w, a->stride_h,
                                                   a->stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
                                                   CUDNN_DATA_FLOAT));
@@ -279,18 +289,34 @@ template <class Perf> cudnnMathType_t run_math(const Perf &p, int tensor_cores) 
     return tensor_cores ? p.mathType : CUDNN_FMA_MATH;
 }
 
-/* The cached (algorithm, workspace bytes) for this pass, shape and math, chosen on first use;
+mpx_status no_algorithm(const char *op, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores,
+                        cudnnDataType_t data) {
+    return mpx_fail(MPX_ERR_UNSUPPORTED,
+                    "%s: cuDNN offers no deterministic %s algorithm for %s x [%d,%d,%d,%d], "
+                    "w [%d,%d,%d,%d], stride %dx%d, pad %dx%d",
+                    op, tensor_cores ? "FP32 or tensor-op" : "FP32 (non-tensor-op)",
+                    data == CUDNN_DATA_HALF       ? "f16"
+                    : data == CUDNN_DATA_BFLOAT16 ? "bf16"
+                                                  : "f32",
+                    g.n, g.h, g.w, g.c, g.kh, g.kw, g.c, g.k, a->stride_h, a->stride_w, a->pad_h,
+                    a->pad_w);
+}
+
+/* The cached (algorithm, workspace bytes) for this pass, shape, math and data type, chosen on
+ * first use (a shape cuDNN has no usable algorithm for is remembered too);
  * the descriptor's math type is set to the one it runs in (run_math) before the workspace is
  * sized and for the call. */
 mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores,
-                     cudnnHandle_t h, const Descs &d, int *algo, size_t *ws) {
+                     cudnnDataType_t data, cudnnHandle_t h, const Descs &d, int *algo,
+                     size_t *ws) {
     const char *op = kPass[pass];
     Key key;
     memset(&key, 0, sizeof key);
     key = Key{pass,        g.n,         g.h,      g.w,      g.c,         g.k, g.kh,
-              g.kw,        a->stride_h, a->stride_w, a->pad_h, a->pad_w, tensor_cores};
-    for (int i = 0; i < kTable; i++)
-        if (g_table[i].used && memcmp(&g_table[i].key, &key, sizeof key) == 0) {
+              g.kw,        a->stride_h, a->stride_w, a->pad_h, a->pad_w, tensor_cores, (int)data};
+    for (int i = 0; i < kTable && g_table[i].used; i++) /* filled in order from 0 */
+        if (memcmp(&g_table[i].key, &key, sizeof key) == 0) {
+            if (g_table[i].algo < 0) return no_algorithm(op, a, g, tensor_cores, data);
             *algo = g_table[i].algo;
             *ws = g_table[i].ws;
             CUDNN_TRY(op, cudnnSetConvolutionMathType(d.conv, g_table[i].math));
@@ -345,13 +371,6 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tens
                               &bytes));
         }
     }
-    if (chosen < 0)
-        return mpx_fail(MPX_ERR_UNSUPPORTED,
-                        "%s: cuDNN offers no deterministic %s algorithm for "
-                        "x [%d,%d,%d,%d], w [%d,%d,%d,%d], stride %dx%d, pad %dx%d",
-                        op, tensor_cores ? "FP32 or TF32" : "FP32 (non-tensor-op)", g.n, g.h,
-                        g.w, g.c, g.kh, g.kw, g.c, g.k, a->stride_h, a->stride_w, a->pad_h,
-                        a->pad_w);
     Entry &e = g_table[g_next];
     g_next = (g_next + 1) % kTable;
     e.key = key;
@@ -359,6 +378,7 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tens
     e.algo = chosen;
     e.math = math;
     e.ws = bytes;
+    if (chosen < 0) return no_algorithm(op, a, g, tensor_cores, data);
     *algo = chosen;
     *ws = bytes;
     return MPX_OK;
@@ -386,17 +406,17 @@ mpx_status as_f32(const mpx_tensor *t, Scratch *s, int slot, const float **out) 
     return MPX_OK;
 }
 
-/* w (HWIO) as KRSC FP32 in scratch slot `slot`. */
-mpx_status weights_krsc(const char *op, const mpx_tensor *w, const Geom &g, Scratch *s, int slot,
-                        const float **out) {
+/* w (HWIO) as KRSC in `dt` (FP32, or w's own 16-bit format) in scratch slot `slot`. */
+mpx_status weights_krsc(const char *op, const mpx_tensor *w, const Geom &g, mpx_dtype dt,
+                        Scratch *s, int slot, const void **out) {
     const size_t n = (size_t)mpx_tensor_numel(w);
-    MPX_TRY(cuop_scratch(n * sizeof(float), &s->p[slot]));
+    MPX_TRY(cuop_scratch(n * mpx_dtype_size(dt), &s->p[slot]));
     unsigned grid = 0;
     MPX_TRY(mpx_cuda_grid(n, &grid));
-    hwio_to_krsc<<<grid, kLaunchThreads>>>(w->data, w->dtype, (float *)s->p[slot], g.kh, g.kw,
-                                           g.c, g.k, n);
+    hwio_to_krsc<<<grid, kLaunchThreads>>>(w->data, w->dtype, s->p[slot], dt, g.kh, g.kw, g.c,
+                                           g.k, n);
     CUOP_LAUNCHED(op, "weights reorder", w);
-    *out = (const float *)s->p[slot];
+    *out = s->p[slot];
     return MPX_OK;
 }
 
@@ -427,6 +447,35 @@ mpx_status finish(const char *op, const float *src, mpx_tensor *t, const mpx_ten
 
 } // namespace
 
+namespace {
+
+/* The forward on 16-bit data: x, w and y all in the 16-bit format the operands are declared
+ * exact in, and no bias. cuDNN then reads x as stored and writes y itself (FP32 compute: the
+ * tensor cores' products of F16/BF16 values are exact, the sums FP32, y rounded once), which
+ * saves decoding x into FP32 scratch and staging y. MPX_ERR_UNSUPPORTED when cuDNN has no usable
+ * algorithm for it; the caller then takes the FP32 path. */
+mpx_status forward16(const char *op, const mpx_conv2d_attr *a, const Geom &g, cudnnHandle_t h,
+                     const mpx_tensor *x, const mpx_tensor *w, mpx_tensor *y) {
+    const cudnnDataType_t data = x->dtype == MPX_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
+    Descs d;
+    MPX_TRY(make_descs(op, a, g, 1, data, &d));
+    int algo = 0;
+    size_t ws_bytes = 0;
+    MPX_TRY(pick_algo(MPX_CONV_FORWARD, a, g, 1, data, h, d, &algo, &ws_bytes));
+    void *ws = nullptr;
+    MPX_TRY(workspace(ws_bytes, &ws));
+    Scratch s;
+    const void *wk = nullptr;
+    MPX_TRY(weights_krsc(op, w, g, x->dtype, &s, 0, &wk));
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_TRY(op, cudnnConvolutionForward(h, &one, d.x, x->data, d.w, wk, d.conv,
+                                          (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes, &zero,
+                                          d.y, y->data));
+    return MPX_OK;
+}
+
+} // namespace
+
 extern "C" mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mpx_tensor *x,
                                               const mpx_tensor *w, const mpx_tensor *b,
                                               mpx_tensor *y) {
@@ -437,19 +486,25 @@ extern "C" mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mp
     cudnnHandle_t h = nullptr;
     MPX_TRY(get_handle(op, &h));
     const int tc = cuop_tensor_cores();
+    const mpx_dtype low = mpx_cuda_operand_format();
+    if (tc && !b && x->dtype == low && w->dtype == low && y->dtype == low) {
+        mpx_status st = forward16(op, a, g, h, x, w, y);
+        if (st != MPX_ERR_UNSUPPORTED) return st;
+    }
     Descs d;
-    MPX_TRY(make_descs(op, a, g, tc, &d));
+    MPX_TRY(make_descs(op, a, g, tc, CUDNN_DATA_FLOAT, &d));
     int algo = 0;
     size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_FORWARD, a, g, tc, h, d, &algo, &ws_bytes));
+    MPX_TRY(pick_algo(MPX_CONV_FORWARD, a, g, tc, CUDNN_DATA_FLOAT, h, d, &algo, &ws_bytes));
     void *ws = nullptr;
     MPX_TRY(workspace(ws_bytes, &ws));
     Scratch s;
-    const float *xf = nullptr, *wf = nullptr;
+    const float *xf = nullptr;
+    const void *wf = nullptr;
     float *yf = nullptr;
     int direct = 0;
     MPX_TRY(as_f32(x, &s, 0, &xf));
-    MPX_TRY(weights_krsc(op, w, g, &s, 1, &wf));
+    MPX_TRY(weights_krsc(op, w, g, MPX_F32, &s, 1, &wf));
     MPX_TRY(out_f32(y, b != nullptr, &s, 2, &yf, &direct));
     const float one = 1.0f, zero = 0.0f;
     CUDNN_TRY(op, cudnnConvolutionForward(h, &one, d.x, xf, d.w, wf, d.conv,
@@ -470,18 +525,19 @@ extern "C" mpx_status mpx_conv2d_backward_data_cuda(const mpx_conv2d_attr *a,
     MPX_TRY(get_handle(op, &h));
     const int tc = cuop_tensor_cores();
     Descs d;
-    MPX_TRY(make_descs(op, a, g, tc, &d));
+    MPX_TRY(make_descs(op, a, g, tc, CUDNN_DATA_FLOAT, &d));
     int algo = 0;
     size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_DATA, a, g, tc, h, d, &algo, &ws_bytes));
+    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_DATA, a, g, tc, CUDNN_DATA_FLOAT, h, d, &algo, &ws_bytes));
     void *ws = nullptr;
     MPX_TRY(workspace(ws_bytes, &ws));
     Scratch s;
-    const float *dyf = nullptr, *wf = nullptr;
+    const float *dyf = nullptr;
+    const void *wf = nullptr;
     float *dxf = nullptr;
     int direct = 0;
     MPX_TRY(as_f32(dy, &s, 0, &dyf));
-    MPX_TRY(weights_krsc(op, w, g, &s, 1, &wf));
+    MPX_TRY(weights_krsc(op, w, g, MPX_F32, &s, 1, &wf));
     MPX_TRY(out_f32(dx, 0, &s, 2, &dxf, &direct));
     const float one = 1.0f, zero = 0.0f;
     CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &one, d.w, wf, d.y, dyf, d.conv,
@@ -502,10 +558,10 @@ extern "C" mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a,
     MPX_TRY(get_handle(op, &h));
     const int tc = cuop_tensor_cores();
     Descs d;
-    MPX_TRY(make_descs(op, a, g, tc, &d));
+    MPX_TRY(make_descs(op, a, g, tc, CUDNN_DATA_FLOAT, &d));
     int algo = 0;
     size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_WEIGHTS, a, g, tc, h, d, &algo, &ws_bytes));
+    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_WEIGHTS, a, g, tc, CUDNN_DATA_FLOAT, h, d, &algo, &ws_bytes));
     void *ws = nullptr;
     MPX_TRY(workspace(ws_bytes, &ws));
     Scratch s;

@@ -9,13 +9,13 @@
  * them.
  *
  * A buffer can be refilled once its copy is done. Every wait the backend counts (backend.h:
- * host_waits) is a synchronous call on that stream — a download, a reduction that returns a
- * value, a device synchronisation — so a buffer whose copy was queued before the last counted
- * wait has been read; that needs no query, and the count stays a property of the call sequence,
- * not of timing. A training step ends with the status download, so its uploads find every
- * buffer free. Within one step each further input takes another buffer (up to kSlots); only
- * beyond that does the host wait for the oldest copy (an event, counted). Buffers grow to the
- * largest upload they carried and live until mpx_cuda_release.
+ * host_waits) is a synchronous call that drains that stream — a download, a reduction that
+ * returns a value, a device synchronisation — so a buffer whose copy was queued before the last
+ * counted wait has been read; that needs no query or event, and the count stays a property of
+ * the call sequence, not of timing. A training step ends with the status download, so its
+ * uploads find every buffer free. Within one step each further input takes another buffer (up
+ * to kSlots); only beyond that does the host drain the stream (a counted wait). Buffers grow to
+ * the largest upload they carried and live until mpx_cuda_release.
  *
  * One host thread drives the backend (as everywhere in lib/cuda); the mutex only keeps two
  * threads that break that rule from sharing a buffer.
@@ -37,7 +37,6 @@ constexpr int kSlots = 8;
 struct Slot {
     void *host = nullptr; /* pinned */
     size_t cap = 0;
-    cudaEvent_t done = nullptr; /* recorded after the copy */
     int64_t waits_at_copy = -1; /* the wait count when the copy was queued; -1: never used */
     uint64_t order = 0;         /* larger: queued later */
 };
@@ -64,12 +63,12 @@ mpx_status pick_slot(size_t bytes, Slot **out) {
     }
     Slot *s = fit ? fit : free_any;
     if (!s) {
+        /* Every buffer is in flight. Drain the stream, not just the oldest copy: every counted
+         * wait must leave all queued work done, or slot_free would be wrong for the others. */
         s = oldest;
         mpx_cuda_count_wait();
-        MPX_CUDA_TRY(cudaEventSynchronize(s->done));
-        s->waits_at_copy = -1;
+        MPX_CUDA_TRY(cudaStreamSynchronize(0));
     }
-    if (!s->done) MPX_CUDA_TRY(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
     if (s->cap < bytes) {
         if (s->host) MPX_CUDA_TRY(cudaFreeHost(s->host));
         s->host = nullptr;
@@ -90,7 +89,6 @@ mpx_status cuop_upload(void *dst, const void *host, size_t bytes) {
     MPX_TRY(pick_slot(bytes, &s));
     memcpy(s->host, host, bytes);
     MPX_CUDA_TRY(cudaMemcpyAsync(dst, s->host, bytes, cudaMemcpyHostToDevice, 0));
-    MPX_CUDA_TRY(cudaEventRecord(s->done, 0));
     s->waits_at_copy = mpx_cuda_host_waits();
     s->order = ++g_order;
     return MPX_OK;
@@ -100,10 +98,9 @@ mpx_status cuop_staging_release(void) {
     std::lock_guard<std::mutex> lock(g_mutex);
     mpx_status st = MPX_OK;
     for (Slot &s : g_slots) {
-        cudaError_t e1 = s.done ? cudaEventDestroy(s.done) : cudaSuccess;
-        cudaError_t e2 = s.host ? cudaFreeHost(s.host) : cudaSuccess;
-        if (st == MPX_OK && e1 != cudaSuccess) st = mpx_cuda_fail(e1, __FILE__, __LINE__, "cudaEventDestroy");
-        if (st == MPX_OK && e2 != cudaSuccess) st = mpx_cuda_fail(e2, __FILE__, __LINE__, "cudaFreeHost");
+        cudaError_t err = s.host ? cudaFreeHost(s.host) : cudaSuccess;
+        if (st == MPX_OK && err != cudaSuccess)
+            st = mpx_cuda_fail(err, __FILE__, __LINE__, "cudaFreeHost");
         s = Slot();
     }
     g_order = 0;
