@@ -1,5 +1,5 @@
 /* cmd_bench.c — `mpx bench CONFIG [section.key=value ...] [--device cpu|cuda] [--steps N]
- * [--warmup N] [--modes fp32,fp16,bf16] [--overheads] [--profile] [--json FILE]`. */
+ * [--warmup N] [--modes fp32,tf32,fp16,bf16] [--overheads] [--profile] [--json FILE]`. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 
 static void help(void) {
     printf("usage: mpx bench CONFIG [section.key=value ...] [--device cpu|cuda] [--steps N]\n"
-           "                 [--warmup N] [--modes fp32,fp16,bf16] [--overheads] [--profile]\n"
+           "                 [--warmup N] [--modes fp32,tf32,fp16,bf16] [--overheads] [--profile]\n"
            "                 [--json FILE]\n"
            "\n"
            "Time the training step CONFIG describes on one fixed batch: median/min/max step time,\n"

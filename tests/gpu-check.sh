@@ -4,7 +4,8 @@
 #   2. run every cuda-labelled test (each CUDA op against the CPU op),
 #   3. train each model's smoke config (ResNet-50, BERT, SSD) a few steps on the GPU and on the
 #      CPU, fp32 and one fp16 method, and compare their loss trajectories,
-#   4. time the training step on the GPU in fp32, fp16 and bf16: ResNet-50 at 224x224, batch 256;
+#   4. time the training step on the GPU in fp32, fp16 and bf16 (ResNet-50 also in tf32, the
+#      reference's baseline): ResNet-50 at 224x224, batch 256;
 #      BERT-base at sequence 128, batch 64; SSD300 (ResNet-50 trunk), batch 32; ResNet-50 fp16
 #      once more without tensor cores (precision.tensor_cores = false) and once with the 16-bit
 #      storage decoded by the executor (precision.direct_io = false); and a per-op profile of
@@ -140,15 +141,17 @@ bench() { # [MODES=LIST] bench NAME CONFIG [overrides...]
        --warmup 2 --json "$log/bench_$name.json" > "$log/bench_$name.log" 2>&1; then
     cat "$log/bench_$name.log" >> "$main"
     local rates
-    rates=$(grep -E '"name": "(fp32|fp16|bf16)"' "$log/bench_$name.json" |
+    rates=$(grep -E '"name": "(fp32|tf32|fp16|bf16)"' "$log/bench_$name.json" |
             sed -E 's/.*"name": "([a-z0-9]+)".*"samples_per_s": ([0-9.e+]+).*"gflops": ([0-9.e+]+).*"host_waits_per_step": ([0-9.e+]+).*/\1 \2 \3 \4/')
     result "bench $name" "$(echo "$rates" | awk '{ printf "%s %.0f/s %.1f TFLOP/s %g waits  ", $1, $2, $3 / 1000, $4 }
-      $1 == "fp32" { b = $2 } $1 == "fp16" { h = $2 } END { if (b > 0) printf "fp16/fp32 %.2fx", h / b }')"
+      $1 == "fp32" { b = $2 } $1 == "tf32" { t = $2 } $1 == "fp16" { h = $2 }
+      END { if (b > 0) printf "fp16/fp32 %.2fx", h / b; if (t > 0) printf "  fp16/tf32 %.2fx", h / t }')"
   else
     bench_ok=0; result "bench $name" "FAIL (see bench_$name.log)"; tail -6 "$log/bench_$name.log" | tee -a "$main"
   fi
 }
-bench resnet50_224_b256 "$root/experiments/configs/resnet50/paper/fp32.cfg" data.dataset=synthetic
+MODES=fp32,tf32,fp16,bf16 bench resnet50_224_b256 "$root/experiments/configs/resnet50/paper/fp32.cfg" \
+  data.dataset=synthetic
 bench bert_base_s128 "$root/experiments/configs/bert/paper/fp32.cfg" train.batch_size=64
 bench ssd_300_b32 "$root/experiments/configs/ssd/paper/fp32.cfg" data.dataset=scenes
 # The same ResNet-50 fp16 step without tensor cores (FP32 FMA convolutions and GEMMs): what the

@@ -12,7 +12,7 @@ static const struct {
     [MPX_F32] = {"f32", 4, 0},         [MPX_F16] = {"f16", 2, 1},
     [MPX_BF16] = {"bf16", 2, 1},       [MPX_F8_E4M3] = {"f8_e4m3", 1, 1},
     [MPX_F8_E5M2] = {"f8_e5m2", 1, 1}, [MPX_I32] = {"i32", 4, 0},
-    [MPX_U8] = {"u8", 1, 0},
+    [MPX_U8] = {"u8", 1, 0},           [MPX_TF32] = {"tf32", 4, 0},
 };
 
 size_t mpx_dtype_size(mpx_dtype t) { return (unsigned)t < MPX_DTYPE_COUNT ? g_dtypes[t].size : 0; }

@@ -1,4 +1,5 @@
-/* cast.cu — mpx_cast on the GPU: the FP32 -> F16 / BF16 (or scaled F32) cast with accounting.
+/* cast.cu — mpx_cast on the GPU: the FP32 -> F16 / BF16 (or scaled F32) cast with accounting,
+ * and the uncounted rounding to TF32 (RNE) of tf32 mode's GEMM operands.
  *
  * Same semantics and bits as lib/numerics/cast.c: x = scale * src[i] in FP32 (a NaN src[i]
  * passes through quieted, as a CPU multiply does); RNE through
@@ -13,6 +14,7 @@
 #include <cuda_fp16.h>
 
 #include "lib/cuda/check.cuh"
+#include "lib/cuda/launch.cuh"
 #include "lib/cuda/philox.cuh"
 #include "lib/numerics/fp_bits.h"
 #include "mpx/cuda.h"
@@ -147,6 +149,14 @@ template <int DST, int SF> void launch_sf(const Params &p, unsigned grid, bool s
     }
 }
 
+/* dst[i] = scale * src[i] rounded to TF32 (RNE), as FP32 values: the rounding of GEMM operands
+ * in tf32 mode (never counted). */
+__global__ void tf32_kernel(const float *src, float *dst, size_t n, float scale) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = mpx_fp_decode(MPX_FP_TF32, mpx_fp_encode(MPX_FP_TF32, scale * src[i], 0, 0u, 0));
+}
+
 template <int DST> void launch_dst(const Params &p, unsigned grid, bool sr, int sf) {
     if (sf == kF16)
         launch_sf<DST, kF16>(p, grid, sr);
@@ -159,9 +169,20 @@ template <int DST> void launch_dst(const Params &p, unsigned grid, bool sr, int 
 extern "C" mpx_status mpx_cast_cuda(const mpx_cast_spec *spec, const float *src, void *dst,
                                     size_t n) {
     const mpx_dtype d = spec->dst;
+    if (d == MPX_TF32) {
+        if (spec->stats || spec->rounding != MPX_ROUND_RNE)
+            return mpx_fail(MPX_ERR_UNSUPPORTED,
+                            "mpx_cast_cuda: tf32 is cast to nearest and not counted");
+        if (n == 0) return MPX_OK;
+        unsigned g = 1;
+        MPX_TRY(mpx_cuda_grid(n, &g));
+        tf32_kernel<<<g, kLaunchThreads>>>(src, (float *)dst, n, spec->scale);
+        MPX_CUDA_TRY(cudaGetLastError());
+        return MPX_OK;
+    }
     if (d != MPX_F32 && d != MPX_F16 && d != MPX_BF16)
         return mpx_fail(MPX_ERR_UNSUPPORTED,
-                        "mpx_cast_cuda: destination %s not supported (f32, f16, bf16)",
+                        "mpx_cast_cuda: destination %s not supported (f32, f16, bf16, tf32)",
                         mpx_dtype_name(d));
     /* Without stats the stats format plays no part: any value is accepted. */
     const int sf = spec->stats ? (int)spec->stats_format : (int)MPX_F16;

@@ -18,9 +18,9 @@ extern "C" int64_t mpx_cuda_host_waits(void) { return g_waits.load(std::memory_o
 static thread_local mpx_dtype g_operand_format = MPX_F32;
 
 extern "C" mpx_status mpx_cuda_set_operand_format(mpx_dtype exact) {
-    if (exact != MPX_F32 && exact != MPX_F16 && exact != MPX_BF16)
+    if (exact != MPX_F32 && exact != MPX_F16 && exact != MPX_BF16 && exact != MPX_TF32)
         return mpx_fail(MPX_ERR_INPUT,
-                        "mpx_cuda_set_operand_format: %s is not f32, f16 or bf16",
+                        "mpx_cuda_set_operand_format: %s is not f32, f16, bf16 or tf32",
                         mpx_dtype_name(exact));
     g_operand_format = exact;
     return MPX_OK;

@@ -92,7 +92,8 @@ void launch_unscale(unsigned grid, const void *g, size_t n, float inv, int round
 }
 
 bool is_float_format(mpx_dtype t) {
-    return t == MPX_F32 || t == MPX_F16 || t == MPX_BF16 || t == MPX_F8_E4M3 || t == MPX_F8_E5M2;
+    return t == MPX_F32 || t == MPX_F16 || t == MPX_BF16 || t == MPX_F8_E4M3 ||
+           t == MPX_F8_E5M2 || t == MPX_TF32;
 }
 
 } // namespace
@@ -103,7 +104,7 @@ extern "C" mpx_status mpx_decode_cuda(mpx_dtype src_dtype, const void *src, floa
         return mpx_fail(MPX_ERR_UNSUPPORTED, "mpx_decode_cuda: %s is not a floating dtype",
                         mpx_dtype_name(src_dtype));
     if (n == 0) return MPX_OK;
-    if (src_dtype == MPX_F32) {
+    if (src_dtype == MPX_F32 || src_dtype == MPX_TF32) { /* TF32 values are FP32 values */
         if (src != (const void *)dst)
             MPX_CUDA_TRY(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice));
         return MPX_OK;

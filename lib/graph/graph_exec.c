@@ -291,10 +291,12 @@ static double profile_clock(mpx_graph *g) {
 }
 
 /* Every GEMM-family operand of this graph is a stored value or gradient, so it is exact in the
- * precision's low format (backend.h: gemm_operands); declared F32 when the policy asks for FP32
- * math (precision.tensor_cores = false). */
+ * precision's low format, or rounded to TF32 in tf32 mode (graph_ops.c: gemm_operand; backend.h:
+ * gemm_operands); declared F32 when the policy asks for FP32 math (precision.tensor_cores =
+ * false). */
 static void declare_operands(mpx_graph *g) {
-    if (g->be->gemm_operands) g->be->gemm_operands(g->prec.tensor_cores ? g->prec.low : MPX_F32);
+    const mpx_dtype exact = g->prec.gemm_round == MPX_TF32 ? MPX_TF32 : g->prec.low;
+    if (g->be->gemm_operands) g->be->gemm_operands(g->prec.tensor_cores ? exact : MPX_F32);
 }
 
 mpx_status mpx_graph_forward(mpx_graph *g, int training) {

@@ -116,6 +116,20 @@ static mpx_status concat_copy(const mpx_graph *g, const gnode *n, mpx_tensor *pa
     return MPX_OK;
 }
 
+/* tf32 mode: an operand of the GEMM family rounded to TF32 (RNE) into scratch by the one cast —
+ * what tensor cores read of FP32 data, done here so that every backend multiplies the same
+ * values (a device then runs its TF32 units on them exactly). Other modes: left as it is. */
+static mpx_status gemm_operand(mpx_graph *g, mpx_tensor *v) {
+    if (g->prec.gemm_round != MPX_TF32 || !v->data || v->dtype != MPX_F32) return MPX_OK;
+    const int64_t n = mpx_tensor_numel(v);
+    float *f = scratch_take(g, n);
+    if (!f) return mpx_fail(MPX_ERR_INTERNAL, "scratch plan too small for a TF32 operand");
+    mpx_cast_spec c = mpx_cast_plain(MPX_TF32);
+    g->be->cast(&c, v->data, f, (size_t)n);
+    v->data = f;
+    return MPX_OK;
+}
+
 mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
     const mpx_backend *be = g->be;
     mpx_tensor x, y, w, b, b2;
@@ -127,6 +141,8 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
         MPX_TRY(view_param(g, n->param[0], &w));
         if (n->n_param > 1) MPX_TRY(view_param(g, n->param[1], &b));
         MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(gemm_operand(g, &x));
+        MPX_TRY(gemm_operand(g, &w));
         MPX_TRY(be->conv2d_forward(&n->attr.conv, &x, &w, n->n_param > 1 ? &b : NULL, &y));
         break;
     case OP_LINEAR:
@@ -135,6 +151,8 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
         MPX_TRY(view_param(g, n->param[0], &w));
         if (n->n_param > 1) MPX_TRY(view_param(g, n->param[1], &b));
         MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(gemm_operand(g, &x));
+        MPX_TRY(gemm_operand(g, &w));
         MPX_TRY(be->linear_forward(&x, &w, n->n_param > 1 ? &b : NULL, &y));
         break;
     case OP_BATCHNORM: {
@@ -217,6 +235,8 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
         MPX_TRY(view_value(g, n->in[0], &x));
         MPX_TRY(view_value(g, n->in[1], &b2));
         MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(gemm_operand(g, &x));
+        MPX_TRY(gemm_operand(g, &b2));
         MPX_TRY(be->bmm_forward(&n->attr.bmm, &x, &b2, &y));
         break;
     case OP_SOFTMAX:
@@ -252,6 +272,8 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
         MPX_TRY(view_param(g, n->param[0], &w));
         if (n->n_param > 1) MPX_TRY(view_param(g, n->param[1], &b));
         MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(gemm_operand(g, &x));
+        MPX_TRY(gemm_operand(g, &w));
         MPX_TRY(be->linear_t_forward(&x, &w, n->n_param > 1 ? &b : NULL, &y));
         break;
     case OP_CONCAT: {
@@ -288,6 +310,7 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
 static mpx_status gemm_layer_param_grads(mpx_graph *g, gnode *n, const mpx_tensor *dy) {
     mpx_tensor x, dw, db;
     MPX_TRY(view_value(g, n->in[0], &x));
+    MPX_TRY(gemm_operand(g, &x));
     MPX_TRY(view_param_grad(g, n->param[0], &dw));
     if (n->n_param > 1) MPX_TRY(view_param_grad(g, n->param[1], &db));
     mpx_tensor *pdb = n->n_param > 1 ? &db : NULL;
@@ -303,6 +326,21 @@ static mpx_status gemm_layer_param_grads(mpx_graph *g, gnode *n, const mpx_tenso
 mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *w0) {
     const mpx_backend *be = g->be;
     mpx_tensor dx, x, y;
+    /* The GEMM family's backward reads dy and the weight as its forward read its operands
+     * (rounded to TF32 in tf32 mode). */
+    mpx_tensor dy_g, w0_g;
+    if (n->op == OP_CONV2D || n->op == OP_LINEAR || n->op == OP_LINEAR_T || n->op == OP_BMM) {
+        if (dy) {
+            dy_g = *dy;
+            MPX_TRY(gemm_operand(g, &dy_g));
+            dy = &dy_g;
+        }
+        if (w0) {
+            w0_g = *w0;
+            MPX_TRY(gemm_operand(g, &w0_g));
+            w0 = &w0_g;
+        }
+    }
     switch (n->op) {
     case OP_INPUT: return MPX_OK;
     case OP_CONV2D:
@@ -408,6 +446,8 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         mpx_tensor a, b, da, db;
         MPX_TRY(view_value(g, n->in[0], &a));
         MPX_TRY(view_value(g, n->in[1], &b));
+        MPX_TRY(gemm_operand(g, &a));
+        MPX_TRY(gemm_operand(g, &b));
         MPX_TRY(view_in_grad(g, n, 0, &da));
         MPX_TRY(view_in_grad(g, n, 1, &db));
         if (!da.data && !db.data) return MPX_OK;
@@ -451,6 +491,7 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         }
         mpx_tensor dw, db;
         MPX_TRY(view_value(g, n->in[0], &x));
+        MPX_TRY(gemm_operand(g, &x));
         MPX_TRY(view_param_grad(g, n->param[0], &dw));
         if (n->n_param > 1) MPX_TRY(view_param_grad(g, n->param[1], &db));
         MPX_TRY(be->linear_t_backward_weights(dy, &x, &dw, n->n_param > 1 ? &db : NULL));

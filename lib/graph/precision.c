@@ -6,6 +6,7 @@
 int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *rounding_name,
                        uint64_t seed) {
     memset(p, 0, sizeof *p);
+    p->gemm_round = MPX_F32;
     if (strcmp(mode_name, "fp32") == 0) {
         p->mode = MPX_MODE_FP32;
         p->low = MPX_F32;
@@ -18,6 +19,11 @@ int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *roun
         p->mode = MPX_MODE_BF16;
         p->low = MPX_BF16;
         p->stats_format = MPX_BF16;
+    } else if (strcmp(mode_name, "tf32") == 0) {
+        p->mode = MPX_MODE_TF32;
+        p->low = MPX_F32;
+        p->stats_format = MPX_F16;
+        p->gemm_round = MPX_TF32;
     } else {
         return -1;
     }
@@ -52,6 +58,7 @@ const char *mpx_precision_mode_name(mpx_precision_mode m) {
     case MPX_MODE_FP32: return "fp32";
     case MPX_MODE_FP16: return "fp16";
     case MPX_MODE_BF16: return "bf16";
+    case MPX_MODE_TF32: return "tf32";
     }
     return "?";
 }

@@ -43,7 +43,10 @@ typedef struct {
     mpx_encode16_fn enc_stat; /* RNE loop into stats_format (F16/BF16) */
 } cast_plan;
 
-static mpx_fp_fmt fp8_fmt(mpx_dtype t) { return t == MPX_F8_E4M3 ? MPX_FP_E4M3 : MPX_FP_E5M2; }
+/* The formats cast one element at a time (not F16/BF16, which have vector loops). */
+static mpx_fp_fmt scalar_fmt(mpx_dtype t) {
+    return t == MPX_F8_E4M3 ? MPX_FP_E4M3 : t == MPX_F8_E5M2 ? MPX_FP_E5M2 : MPX_FP_TF32;
+}
 
 /* FP32 bits of the smallest positive subnormal of t (for `below_min`). */
 static uint32_t min_subnormal_bits(mpx_dtype t) {
@@ -52,18 +55,19 @@ static uint32_t min_subnormal_bits(mpx_dtype t) {
     case MPX_BF16: return 0x00010000u;    /* 2^-133 */
     case MPX_F8_E4M3: return 0x3b000000u; /* 2^-9 */
     case MPX_F8_E5M2: return 0x37800000u; /* 2^-16 */
+    case MPX_TF32: return 0x00002000u;    /* 2^-136 */
     default: return 0x00000001u;          /* 2^-149 */
     }
 }
 
-/* Counting against an FP8 format, or against F32 itself, one element at a time. The code of x
- * is recomputed here (with the cast's own random word when rnd != NULL) because the E4M3
- * saturation flag cannot be read back from the code. */
+/* Counting against an FP8 format or TF32, or against F32 itself, one element at a time. The
+ * code of x is recomputed here (with the cast's own random word when rnd != NULL) because the
+ * E4M3 saturation flag cannot be read back from the code. */
 static void count_generic(mpx_dtype sf, const float *src, float scale, const uint32_t *rnd,
                           size_t m, mpx_cast_stats *st) {
     const uint32_t min_sub = min_subnormal_bits(sf);
     const int is_f32 = sf == MPX_F32; /* counting against FP32 itself: the code is x's bits */
-    const mpx_fp_fmt f = fp8_fmt(sf); /* not used when is_f32 */
+    const mpx_fp_fmt f = scalar_fmt(sf); /* not used when is_f32 */
     const uint32_t mag_mask = is_f32 ? 0x7fffffffu : f.sign_bit - 1u;
     const uint32_t sub_end = is_f32 ? 0x00800000u : 1u << f.man_bits;
     for (size_t j = 0; j < m; j++) {
@@ -117,9 +121,17 @@ static void cast_block(const cast_plan *p, const float *src, void *dst, size_t i
             mpx_k_sr16_c(s->dst, x, s->scale, rnd, y, m);
         break;
     }
+    case MPX_TF32: {
+        float *y = (float *)dst + i0; /* may alias x, as for F32 */
+        for (size_t j = 0; j < m; j++)
+            y[j] = mpx_fp_decode(MPX_FP_TF32, mpx_fp_encode(MPX_FP_TF32, s->scale * x[j],
+                                                            p->stochastic,
+                                                            p->stochastic ? rnd[j] : 0u, 0));
+        break;
+    }
     default: {
         uint8_t *y = (uint8_t *)dst + i0;
-        const mpx_fp_fmt f = fp8_fmt(s->dst);
+        const mpx_fp_fmt f = scalar_fmt(s->dst);
         for (size_t j = 0; j < m; j++)
             y[j] = (uint8_t)mpx_fp_encode(f, s->scale * x[j], p->stochastic,
                                           p->stochastic ? rnd[j] : 0u, 0);

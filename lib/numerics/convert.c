@@ -82,6 +82,9 @@ static void encode_chunk(mpx_dtype t, mpx_encode16_fn enc16, const float *src, v
     case MPX_F8_E5M2:
         for (size_t i = i0; i < i0 + m; i++) ((uint8_t *)dst)[i] = mpx_f32_to_e5m2(src[i]);
         break;
+    case MPX_TF32:
+        for (size_t i = i0; i < i0 + m; i++) ((float *)dst)[i] = mpx_round_tf32(src[i]);
+        break;
     default: break;
     }
 }
@@ -97,6 +100,7 @@ static void decode_chunk(mpx_dtype t, mpx_decode16_fn dec16, const void *src, fl
     case MPX_F8_E5M2:
         for (size_t i = i0; i < i0 + m; i++) dst[i] = mpx_e5m2_to_f32(((const uint8_t *)src)[i]);
         break;
+    case MPX_TF32: memmove(dst + i0, (const float *)src + i0, m * sizeof(float)); break;
     default: break;
     }
 }

@@ -38,6 +38,8 @@ MPX_HD mpx_fp_fmt mpx_fp_fmt_make(int man, int bias, uint32_t max, uint32_t inf,
 #define MPX_FP_BF16 mpx_fp_fmt_make(7, 127, 0x7f7fu, 0x7f80u, 0x7fc0u, 0x8000u)
 #define MPX_FP_E4M3 mpx_fp_fmt_make(3, 7, 0x7eu, 0u, 0x7fu, 0x80u)
 #define MPX_FP_E5M2 mpx_fp_fmt_make(2, 15, 0x7bu, 0x7cu, 0x7eu, 0x80u)
+/* TF32: FP32's exponent, 10 mantissa bits; codes of 19 bits (decoded, they are FP32 values). */
+#define MPX_FP_TF32 mpx_fp_fmt_make(10, 127, 0x3fbffu, 0x3fc00u, 0x3fe00u, 0x40000u)
 
 MPX_HD uint32_t mpx_fp_bits(float x) {
 #ifdef __CUDA_ARCH__

@@ -213,7 +213,7 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         x->prec.tensor_cores = rc->precision.tensor_cores;
         x->prec.direct_io = rc->precision.direct_io;
         mpx_scaling_defaults(&x->scaling);
-        x->name = strcmp(tok, "fp32") == 0 ? "fp32" : strcmp(tok, "fp16") == 0 ? "fp16" : "bf16";
+        x->name = mpx_precision_mode_name(x->prec.mode);
         nv++;
     }
     int base = -1;

@@ -83,7 +83,8 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"train", "max_nonfinite", MPX_CFG_INT, "20", NULL, 1, 1e9,
      "stop after this many consecutive steps with a non-finite loss or gradient"},
     /* [precision] */
-    {"precision", "mode", MPX_CFG_ENUM, "fp32", "fp32|fp16|bf16", NR, "storage format policy"},
+    {"precision", "mode", MPX_CFG_ENUM, "fp32", "fp32|fp16|bf16|tf32", NR,
+     "storage format policy (tf32: FP32 storage, convolution and GEMM operands rounded to TF32)"},
     {"precision", "rounding", MPX_CFG_ENUM, "rne", "rne|stochastic", NR, "storage casts"},
     {"precision", "tensor_cores", MPX_CFG_BOOL, "true", NULL, NR,
      "fp16/bf16 on a GPU: convolutions and GEMMs on TF32 tensor cores, exact on 16-bit operands "
@@ -334,9 +335,10 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
         "precision.accum_bound", "precision.update_every", "precision.quantile",
         "precision.unscale_fp16", NULL};
     static const char *const loss_scale_key[] = {"precision.loss_scale", NULL};
-    if (rc->precision.mode == MPX_MODE_FP32 && s->method != MPX_SCALING_NONE)
+    if (rc->precision.low == MPX_F32 && s->method != MPX_SCALING_NONE)
         return contradiction(cfg, "precision.scaling",
-                             "loss scaling needs precision.mode = fp16 or bf16 (fp32 has nothing to scale)");
+                             "loss scaling needs precision.mode = fp16 or bf16 (fp32 and tf32 "
+                             "store FP32: nothing to scale)");
     if (s->method != MPX_SCALING_DYNAMIC)
         MPX_TRY(any_set(cfg, dynamic_keys, "precision.scaling is not dynamic"));
     if (!mpx_scaling_is_layerwise(s->method))

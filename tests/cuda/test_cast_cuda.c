@@ -1,8 +1,9 @@
 /* test_cast_cuda.c — mpx_cast_cuda against the CPU mpx_cast: identical bits and identical counts
  * (every field of mpx_cast_stats) on the same random data, for F16 and BF16 destinations (and a
  * scaled F32 copy counted against F16), RNE and stochastic rounding, counting against the
- * destination format and against the other one, with and without a scale. The GPU uses the same
- * rounding rules and the same Philox stream as the CPU, so every comparison is exact.
+ * destination format and against the other one, with and without a scale; and the uncounted
+ * RNE rounding to TF32 of tf32 mode. The GPU uses the same rounding rules and the same Philox
+ * stream as the CPU, so every comparison is exact.
  * Skipped (77) when there is no CUDA device.
  */
 #include <cuda_runtime_api.h>
@@ -123,6 +124,24 @@ int main(void) {
             }
         }
     }
+    /* TF32 (tf32 mode's GEMM operands): RNE, uncounted, the CPU's bits; counted or stochastic
+     * casts to it are refused. */
+    for (int k = 0; k < 3; k++) {
+        mpx_cast_spec sp = mpx_cast_plain(MPX_TF32);
+        sp.scale = scales[k];
+        mpx_cast(&sp, x, cpu, n);
+        CUDA_OK(cudaMemset(d_y, 0, n * sizeof(float)));
+        CHECK_OK(mpx_cast_cuda(&sp, d_x, d_y, n));
+        CUDA_OK(cudaMemcpy(gpu, d_y, n * sizeof(float), cudaMemcpyDeviceToHost));
+        CHECK(memcmp(cpu, gpu, n * sizeof(float)) == 0, "dst tf32 scale %g: GPU bits differ",
+              (double)sp.scale);
+    }
+    mpx_cast_spec tf = mpx_cast_plain(MPX_TF32);
+    tf.rounding = MPX_ROUND_STOCHASTIC;
+    CHECK(mpx_cast_cuda(&tf, d_x, d_y, n) == MPX_ERR_UNSUPPORTED, "stochastic tf32 refused");
+    tf.rounding = MPX_ROUND_RNE;
+    tf.stats = d_st;
+    CHECK(mpx_cast_cuda(&tf, d_x, d_y, n) == MPX_ERR_UNSUPPORTED, "counted tf32 refused");
     /* FP8 is not on the GPU yet: refused with a message, nothing launched. */
     mpx_cast_spec fp8 = mpx_cast_plain(MPX_F8_E4M3);
     CHECK(mpx_cast_cuda(&fp8, d_x, d_y, n) == MPX_ERR_UNSUPPORTED &&

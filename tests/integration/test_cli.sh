@@ -57,6 +57,8 @@ expect 2 "unknown section \[trian\]" -- "$MPX" train "$tmp/section.cfg" --out "$
 expect 2 "cannot open '.*missing.cfg'" -- "$MPX" train "$tmp/missing.cfg"
 expect 2 "command line: \[train\] steps = -3" -- "$MPX" train "$tmp/ok.cfg" train.steps=-3 --out "$tmp/r.h5"
 expect 2 "nocache.*noshared|noshared.*nocache" -- "$MPX" train "$tmp/nodata.cfg" --out "$tmp/r.h5"
+expect 0 "resnet20, tf32, none scaling" -- "$MPX" train "$tmp/ok.cfg" precision.mode=tf32 --out "$tmp/tf32.h5"
+expect 2 "command line: precision.scaling = dynamic: loss scaling needs.*tf32" -- "$MPX" train "$tmp/ok.cfg" precision.mode=tf32 precision.scaling=dynamic --out "$tmp/r.h5"
 expect 2 "command line: \[precision\] tensor_cores = maybe" -- "$MPX" train "$tmp/ok.cfg" precision.tensor_cores=maybe --out "$tmp/r.h5"
 expect 2 "unknown option '--frce'" -- "$MPX" train "$tmp/ok.cfg" --frce
 expect 2 "missing CONFIG" -- "$MPX" train

@@ -1,7 +1,7 @@
 /* test_resnet.c — the ResNet family end to end (DESIGN.md §10 rung 5):
  *   parameter counts equal torchvision's (ResNet-50 with 1000 classes: 25,557,032);
  *   a small CIFAR-style ResNet's loss falls on a fixed batch in every precision mode and
- *   scaling method (fp32; fp16 none, dynamic, adaptive, adaptive-quantile; bf16);
+ *   scaling method (fp32; fp16 none, dynamic, adaptive, adaptive-quantile; bf16; tf32);
  *   the same seed and thread count give a bit-identical loss trajectory;
  *   a training step makes the host wait for the backend once (the skip decision: loss,
  *   non-finite count and gradient norm in one download), the batch upload and the update
@@ -99,7 +99,8 @@ static int train_fixed_batch(const variant *v, float *losses) {
 static void test_loss_falls(void) {
     static const variant vs[] = {{"fp32", "none"},     {"fp16", "none"},
                                  {"fp16", "dynamic"},  {"fp16", "adaptive"},
-                                 {"fp16", "adaptive-quantile"}, {"bf16", "none"}};
+                                 {"fp16", "adaptive-quantile"}, {"bf16", "none"},
+                                 {"tf32", "none"}};
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) {
         float losses[STEPS];
         int skipped = train_fixed_batch(&vs[i], losses);

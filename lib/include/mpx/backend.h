@@ -70,10 +70,11 @@ typedef struct mpx_backend {
     int64_t (*host_waits)(void);
     /* Declares the format the F32 operands of the GEMM-family operators (conv2d, linear,
      * linear_t, bmm) are exact in: the precision's low format, F16 or BF16 in 16-bit modes (the
-     * operands are decoded from 16-bit storage), F32 otherwise. A backend may then run those
-     * operators on units that read a format holding such values exactly (TF32 tensor cores)
-     * with FP32 accumulation, which changes no operand. The executor declares it at the start
-     * of every pass. NULL when the backend has no such units (the CPU). */
+     * operands come from 16-bit storage), TF32 in tf32 mode (the executor rounds them), F32
+     * otherwise. A backend may then run those operators on units that read a format holding
+     * such values exactly (tensor cores) with FP32 accumulation, which changes no operand. The
+     * executor declares it at the start of every pass. NULL when the backend has no such units
+     * (the CPU). */
     void (*gemm_operands)(mpx_dtype exact);
     /* The first failure of an entry that cannot return a status (memory, numerics, optimizer
      * updates) since the last call, then forgotten; MPX_OK when none. The executor asks after

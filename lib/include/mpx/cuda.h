@@ -33,14 +33,14 @@ const struct mpx_backend *mpx_backend_cuda(void);
 mpx_status mpx_backend_cuda_error(void);
 /* The format the F32 operands of the GEMM-family operators (conv2d, linear, linear_t, bmm) on
  * this host thread are exact in: F32 (the default: nothing declared), F16 or BF16 (an
- * executor running a 16-bit precision mode, whose operands are decoded from 16-bit storage).
- * With F16 or BF16 declared those operators run on TF32 tensor cores (cuDNN tensor-op math,
- * cuBLAS CUBLAS_COMPUTE_32F_FAST_TF32): every F16 and BF16 value is a TF32 value (TF32 has
- * FP32's exponent range and F16's 10 fraction bits), so the conversion is exact, the products
- * are exact in FP32 and the accumulation stays FP32 — the arithmetic of FP16 tensor cores with
- * FP32 accumulation, at tensor-core speed. With F32 they use FP32 FMA math (no TF32, no
- * tensor cores on F32 data). MPX_ERR_INPUT for any other dtype. The backend table's
- * gemm_operands entry. */
+ * executor running a 16-bit precision mode, whose operands come from 16-bit storage), or TF32
+ * (tf32 mode, whose executor rounds them to TF32 first). With F16, BF16 or TF32 declared those
+ * operators run on tensor cores (cuDNN tensor-op math, cuBLAS CUBLAS_COMPUTE_32F_FAST_TF32 on
+ * F32 data, 16-bit tensor cores on 16-bit data): every F16 and BF16 value is a TF32 value
+ * (TF32 has FP32's exponent range and F16's 10 fraction bits), so the conversion is exact, the
+ * products are exact in FP32 and the accumulation stays FP32. With F32 they use FP32 FMA math
+ * (no TF32, no tensor cores on F32 data). MPX_ERR_INPUT for any other dtype. The backend
+ * table's gemm_operands entry. */
 mpx_status mpx_cuda_set_operand_format(mpx_dtype exact);
 mpx_dtype mpx_cuda_operand_format(void);
 /* Frees what the backend keeps for the life of the process: the cuBLAS and cuDNN handles,

@@ -31,6 +31,8 @@ uint8_t mpx_f32_to_e4m3(float x);
 float mpx_e4m3_to_f32(uint8_t v);
 uint8_t mpx_f32_to_e5m2(float x);
 float mpx_e5m2_to_f32(uint8_t v);
+/* x rounded to TF32 (10 mantissa bits, FP32's exponent range) under RNE, as an FP32 value. */
+float mpx_round_tf32(float x);
 
 /* Facts about a floating format. */
 typedef struct {

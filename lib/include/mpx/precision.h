@@ -19,7 +19,10 @@
 extern "C" {
 #endif
 
-typedef enum { MPX_MODE_FP32 = 0, MPX_MODE_FP16, MPX_MODE_BF16 } mpx_precision_mode;
+/* tf32: FP32 storage everywhere, with the operands of every convolution, linear layer and batched
+ * matmul rounded to TF32 (RNE) and FP32 accumulation: what FP32 training on tensor cores
+ * computes (A100/H100 "TF32 mode"). */
+typedef enum { MPX_MODE_FP32 = 0, MPX_MODE_FP16, MPX_MODE_BF16, MPX_MODE_TF32 } mpx_precision_mode;
 
 typedef enum {
     MPX_ROLE_ACTIVATION,  /* op outputs in the forward pass */
@@ -34,10 +37,13 @@ typedef enum {
 
 typedef struct {
     mpx_precision_mode mode;
-    mpx_dtype low;            /* the low-precision format of this mode (F32 in fp32 runs) */
+    mpx_dtype low;            /* the low-precision format of this mode (F32 in fp32 and tf32
+                                 runs) */
     mpx_dtype stats_format;   /* the format under/overflow counts refer to: `low`, or F16 in
-                                 fp32 runs (what FP16 storage would have done) */
+                                 fp32 and tf32 runs (what FP16 storage would have done) */
     mpx_rounding rounding;    /* storage casts: RNE or stochastic */
+    mpx_dtype gemm_round;     /* TF32 in tf32 mode: the format the executor rounds the GEMM
+                                 family's operands to (RNE, on every backend); F32: none */
     uint64_t seed;            /* stochastic rounding seed */
     int tensor_cores;         /* 16-bit modes: the GEMM family may run on units that read the
                                  16-bit operands exactly (TF32 tensor cores); 0: FP32 FMA math.
@@ -48,7 +54,7 @@ typedef struct {
                                  bits either way; 1 after mpx_precision_init. */
 } mpx_precision;
 
-/* mode_name: "fp32" | "fp16" | "bf16"; rounding_name: "rne" | "stochastic". */
+/* mode_name: "fp32" | "fp16" | "bf16" | "tf32"; rounding_name: "rne" | "stochastic". */
 int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *rounding_name,
                        uint64_t seed);
 mpx_dtype mpx_precision_dtype(const mpx_precision *p, mpx_tensor_role role);

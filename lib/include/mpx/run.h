@@ -126,7 +126,7 @@ mpx_status mpx_run_describe(const mpx_run_cfg *rc, FILE *f);
 /* ---- benchmarks (mpx bench) ---- */
 typedef struct {
     int steps, warmup;       /* measured rounds and warm-up rounds */
-    const char *modes;       /* "fp32,fp16,bf16" or NULL: the config's mode */
+    const char *modes;       /* "fp32,tf32,fp16,bf16" (any of them) or NULL: the config's mode */
     int overheads;           /* also time statistics and adaptive-scaling variants */
     int profile;             /* per-op profile of the first variant */
     int progress;

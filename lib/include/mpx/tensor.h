@@ -22,6 +22,8 @@ typedef enum {
     MPX_F8_E5M2,   /* OCP FP8 E5M2 (max 57344) — emulated storage */
     MPX_I32,       /* labels, indices */
     MPX_U8,        /* raw pixels, masks */
+    MPX_TF32,      /* TF32 values (FP32's 8-bit exponent, a 10-bit mantissa) held in FP32: what
+                      tensor cores read of FP32 operands; a rounding target (4 bytes) */
     MPX_DTYPE_COUNT
 } mpx_dtype;
 
@@ -39,7 +41,7 @@ typedef struct {
 
 size_t mpx_dtype_size(mpx_dtype t);
 const char *mpx_dtype_name(mpx_dtype t);
-/* Parses "f32", "f16", "bf16", "f8_e4m3", "f8_e5m2"; returns -1 when unknown. */
+/* Parses "f32", "f16", "bf16", "f8_e4m3", "f8_e5m2", "i32", "u8", "tf32"; -1 when unknown. */
 int mpx_dtype_parse(const char *name);
 /* True for the floating formats stored in fewer than 32 bits. */
 int mpx_dtype_is_low_precision(mpx_dtype t);
