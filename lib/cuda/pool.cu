@@ -26,6 +26,17 @@ struct PoolDims {
     int kernel, stride, pad;
 };
 
+/* Flat NHWC index e of an [n, h, w, c] array -> (image, row, col, channel). */
+template <typename I>
+__device__ __forceinline__ void unflatten(I e, I h, I w, I c, I *in, I *y, I *x, I *ch) {
+    *ch = e % c;
+    e /= c;
+    *x = e % w;
+    e /= w;
+    *y = e % h;
+    *in = e / h;
+}
+
 /* The window's valid rows/cols: [*lo, *hi) in input coordinates. */
 __device__ __forceinline__ void window(int64_t o, const PoolDims &d, int64_t size, int64_t *lo,
                                        int64_t *hi) {
@@ -37,12 +48,8 @@ __device__ __forceinline__ void window(int64_t o, const PoolDims &d, int64_t siz
 __global__ void maxpool_fwd(PoolDims d, const void *x, mpx_dtype xdt, void *y, mpx_dtype ydt) {
     const size_t total = (size_t)(d.n * d.oh * d.ow * d.c), stride = (size_t)gridDim.x * blockDim.x;
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        int64_t rest = (int64_t)e;
-        const int64_t c = rest % d.c;
-        rest /= d.c;
-        const int64_t ox = rest % d.ow;
-        rest /= d.ow;
-        const int64_t oy = rest % d.oh, in = rest / d.oh;
+        int64_t in, oy, ox, c;
+        unflatten<int64_t>((int64_t)e, d.oh, d.ow, d.c, &in, &oy, &ox, &c);
         int64_t y0, y1, x0, x1;
         window(oy, d, d.h, &y0, &y1);
         window(ox, d, d.w, &x0, &x1);
@@ -65,12 +72,8 @@ __global__ void maxpool_argmax(PoolDims d, const void *x, mpx_dtype xdt, const v
     const I C = (I)d.c, OW = (I)d.ow, OH = (I)d.oh, H = (I)d.h, W = (I)d.w;
     const size_t total = (size_t)(d.n * d.oh * d.ow * d.c), stride = (size_t)gridDim.x * blockDim.x;
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        I rest = (I)e;
-        const I c = rest % C;
-        rest /= C;
-        const I ox = rest % OW;
-        rest /= OW;
-        const I oy = rest % OH, in = rest / OH;
+        I in, oy, ox, c;
+        unflatten<I>((I)e, OH, OW, C, &in, &oy, &ox, &c);
         int64_t y0, y1, x0, x1;
         window(oy, d, d.h, &y0, &y1);
         window(ox, d, d.w, &x0, &x1);
@@ -106,12 +109,8 @@ __global__ void maxpool_bwd(MaxBwdArgs a) {
     const I K = (I)d.kernel, S = (I)d.stride, P = (I)d.pad;
     const size_t total = (size_t)(d.n * d.h * d.w * d.c), stride = (size_t)gridDim.x * blockDim.x;
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
-        I rest = (I)e;
-        const I c = rest % C;
-        rest /= C;
-        const I ix = rest % W;
-        rest /= W;
-        const I iy = rest % H, in = rest / H;
+        I in, iy, ix, c;
+        unflatten<I>((I)e, H, W, C, &in, &iy, &ix, &c);
         /* Windows containing (iy, ix): o * stride - pad <= i < o * stride - pad + kernel. */
         const I ny = iy + P - K + 1, nx = ix + P - K + 1;
         const I oy_lo = ny <= 0 ? 0 : (ny + S - 1) / S;
