@@ -87,8 +87,9 @@ const mpx_cfg_key mpx_run_schema[] = {
      "storage format policy (tf32: FP32 storage, convolution and GEMM operands rounded to TF32)"},
     {"precision", "rounding", MPX_CFG_ENUM, "rne", "rne|stochastic", NR, "storage casts"},
     {"precision", "tensor_cores", MPX_CFG_BOOL, "true", NULL, NR,
-     "fp16/bf16 on a GPU: convolutions and GEMMs on TF32 tensor cores, exact on 16-bit operands "
-     "(FP32 accumulation); false: FP32 FMA math as in fp32 (no effect on the CPU)"},
+     "fp16/bf16/tf32 on a GPU: convolutions and GEMMs on tensor cores, exact on their operands "
+     "(16-bit values, or tf32's rounded ones; FP32 accumulation); false: FP32 FMA math as in "
+     "fp32 (no effect on the CPU)"},
     {"precision", "direct_io", MPX_CFG_BOOL, "true", NULL, NR,
      "fp16/bf16 on a GPU: operators read and write the 16-bit storage themselves; false: the "
      "executor decodes it into FP32 scratch and rounds results back, as on the CPU (the same "

@@ -45,8 +45,8 @@ typedef struct {
     mpx_dtype gemm_round;     /* TF32 in tf32 mode: the format the executor rounds the GEMM
                                  family's operands to (RNE, on every backend); F32: none */
     uint64_t seed;            /* stochastic rounding seed */
-    int tensor_cores;         /* 16-bit modes: the GEMM family may run on units that read the
-                                 16-bit operands exactly (TF32 tensor cores); 0: FP32 FMA math.
+    int tensor_cores;         /* 16-bit and tf32 modes: the GEMM family may run on units that
+                                 read its operands exactly (tensor cores); 0: FP32 FMA math.
                                  1 after mpx_precision_init. No effect on the CPU. */
     int direct_io;            /* 16-bit modes: operators that can read and write 16-bit storage
                                  themselves get it (backend.h: direct_io); 0: FP32 views decoded
