@@ -86,7 +86,8 @@ done
 result "cuda tests" "$pass passed, $fail failed, $skip skipped${failed:+ (failed:$failed)}"
 
 # ---- 3. training on the GPU against the CPU ----
-# Each model's smoke config, fp32 and one fp16 method, on both devices from the same seed.
+# Each model's smoke config, fp32 and one fp16 method (ResNet-50 also tf32), on both devices from
+# the same seed.
 # Step 1 sees the same weights and batch on both: only summation order and the convolution and
 # GEMM algorithms differ, so the losses agree to ~1e-6 relative; step 2 follows the first update,
 # so a wrong gradient shows there. Both must agree within 1e-3 (the size of a TF32 slip on FP32
@@ -105,14 +106,17 @@ compare() { # compare CUDA_TSV CPU_TSV
           printf "%s: %d steps, rel diff step 1 %.1e, step 2 %.1e, worst %.1e", ok ? "pass" : "FAIL",
                  n, first, second, worst }'
 }
-for pair in resnet50:fp32 resnet50:fp16_adaptive bert:fp32 bert:fp16_dynamic ssd:fp32 ssd:fp16_adaptive; do
-  model=${pair%%:*} method=${pair#*:}
+for pair in resnet50:fp32 resnet50:tf32 resnet50:fp16_adaptive bert:fp32 bert:fp16_dynamic ssd:fp32 \
+            ssd:fp16_adaptive; do
+  model=${pair%%:*} method=${pair#*:} cfg=${pair#*:}
   extra=()
   [ "$model" = resnet50 ] && extra=(data.dataset=synthetic)  # no CIFAR-10 needed
+  # tf32: the fp32 config with TF32-rounded GEMM operands (the same operands on both devices)
+  [ "$method" = tf32 ] && { cfg=fp32; extra+=(precision.mode=tf32); }
   tag=${model}_$method
   for dev in cuda cpu; do
     run=$log/train_${tag}_$dev.h5
-    if ! timeout 120 "$mpx" train "$root/experiments/configs/$model/smoke/$method.cfg" "${extra[@]}" \
+    if ! timeout 120 "$mpx" train "$root/experiments/configs/$model/smoke/$cfg.cfg" "${extra[@]}" \
          train.device=$dev --out "$run" --force > "$log/train_${tag}_$dev.log" 2>&1; then
       say "   FAIL  train $tag on $dev:"; tail -4 "$log/train_${tag}_$dev.log" | tee -a "$main"
       continue
