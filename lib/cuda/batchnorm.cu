@@ -130,6 +130,37 @@ __global__ void chunk_sums(Vec a, Vec b, const float *mean, int64_t m, int64_t c
     }
 }
 
+/* Channel j's totals over the chunk partials, added in chunk order (batchnorm.c's order). One
+ * thread per channel, so there are few (C): the partials are loaded kPartialsAhead chunks ahead,
+ * like the rows in chunk_sums, instead of one load at a time (16: two doubles each, in
+ * registers). */
+constexpr int kPartialsAhead = 16;
+
+__device__ void add_partials(const double *part, int64_t nchunks, int64_t c, int64_t j,
+                             double *s1, double *s2) {
+    double a = 0, b = 0;
+    int64_t k = 0;
+    for (; k + kPartialsAhead <= nchunks; k += kPartialsAhead) {
+        double p1[kPartialsAhead], p2[kPartialsAhead];
+#pragma unroll
+        for (int u = 0; u < kPartialsAhead; u++) {
+            p1[u] = part[(2 * (k + u)) * c + j];
+            p2[u] = part[(2 * (k + u) + 1) * c + j];
+        }
+#pragma unroll
+        for (int u = 0; u < kPartialsAhead; u++) {
+            a = __dadd_rn(a, p1[u]);
+            b = __dadd_rn(b, p2[u]);
+        }
+    }
+    for (; k < nchunks; k++) {
+        a = __dadd_rn(a, part[(2 * k) * c + j]);
+        b = __dadd_rn(b, part[(2 * k + 1) * c + j]);
+    }
+    *s1 = a;
+    *s2 = b;
+}
+
 /* Training statistics per channel: mean/scale for the element-wise pass (FP32), saved mean and
  * inverse std, running statistics updated in place. */
 __global__ void fwd_stats(const double *part, int64_t nchunks, int64_t m, int64_t c, Vec x,
@@ -138,11 +169,8 @@ __global__ void fwd_stats(const double *part, int64_t nchunks, int64_t m, int64_
                           mpx_dtype si_dt, float *mean, float *scale) {
     const int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (j >= c) return;
-    double s1 = 0, s2 = 0;
-    for (int64_t k = 0; k < nchunks; k++) {
-        s1 = __dadd_rn(s1, part[(2 * k) * c + j]);
-        s2 = __dadd_rn(s2, part[(2 * k + 1) * c + j]);
-    }
+    double s1, s2;
+    add_partials(part, nchunks, c, j, &s1, &s2);
     const double dm = __ddiv_rn(s1, (double)m);
     double var = __dsub_rn(__ddiv_rn(s2, (double)m), __dmul_rn(dm, dm));
     if (var < 0) var = 0;
@@ -191,11 +219,8 @@ __global__ void bwd_stats(const double *part, int64_t nchunks, int64_t m, int64_
                           float *kc) {
     const int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (j >= c) return;
-    double sdy = 0, sdyx = 0;
-    for (int64_t q = 0; q < nchunks; q++) {
-        sdy = __dadd_rn(sdy, part[(2 * q) * c + j]);
-        sdyx = __dadd_rn(sdyx, part[(2 * q + 1) * c + j]);
-    }
+    double sdy, sdyx;
+    add_partials(part, nchunks, c, j, &sdy, &sdyx);
     sdyx = __dmul_rn(sdyx, (double)si[j]);
     cuop_st(db, db_dt, (size_t)j, (float)sdy);
     cuop_st(dg, dg_dt, (size_t)j, (float)sdyx);
