@@ -8,16 +8,18 @@
  * into its dtype). This is a synchronising round trip of the [B, P, C] confidences: correct,
  * but not fast. The device `workspace` tensor is checked as on the CPU and left unused.
  *
- * Backward: on the device. One kernel checks target (-1..C-1; the first offending position
- * by integer atomicMin) and counts the positives N (integer atomics), read back (one
- * synchronisation) as the CPU op needs N before any gradient; a second kernel writes
- * dconf = (probs - onehot) / N on counted priors and dloc = w clamp(loc - loc_target, -1, 1) / N
- * on positives with the CPU's FP32 operations in the CPU's order (IEEE division, no FMA), so
- * the gradients are the CPU's bits, rounded once into their dtype.
+ * Backward: on the device, without a wait. One kernel checks target (-1..C-1; the first
+ * offending position by integer atomicMin) and counts the positives N (integer atomics); a
+ * second kernel reads N from that count and writes dconf = (probs - onehot) / N on counted
+ * priors and dloc = w clamp(loc - loc_target, -1, 1) / N on positives with the CPU's FP32
+ * operations in the CPU's order (IEEE division, no FMA), so the gradients are the CPU's bits,
+ * rounded once into their dtype. A bad target is reported at the backend's next wait
+ * (cuop_check_defer), naming its position and value.
  */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,7 +103,10 @@ __global__ void target_check(const int32_t *tg, int64_t rows, int64_t c, CuopChe
 __global__ void multibox_grad(const void *probs, mpx_dtype pdt, const int32_t *tg,
                               const void *loc, mpx_dtype ldt, const void *lt, mpx_dtype ltdt,
                               void *dconf, mpx_dtype dcdt, void *dloc, mpx_dtype dldt,
-                              int64_t rows, int64_t c, int64_t n, float fn, float w) {
+                              int64_t rows, int64_t c, const CuopCheck *chk, float w) {
+    /* N, the positives, as target_check counted them (read here: no wait on the host) */
+    const unsigned long long n = chk->count;
+    const float fn = (float)n;
     for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows;
          r += (int64_t)gridDim.x * blockDim.x) {
         const int32_t t = n ? tg[r] : -1;
@@ -221,7 +226,6 @@ extern "C" mpx_status mpx_multibox_backward_cuda(const mpx_multibox_attr *a,
     const int32_t *tg = (const int32_t *)target->data;
 
     CuopCheck *chk = nullptr;
-    CuopCheck res = {};
     MPX_TRY(cuop_check_begin(&chk));
     unsigned grid = 0;
     mpx_status st = mpx_cuda_grid((size_t)rows, &grid);
@@ -235,20 +239,19 @@ extern "C" mpx_status mpx_multibox_backward_cuda(const mpx_multibox_attr *a,
         mpx_cuda_scratch_free(chk);
         return cuop_launch_fail(BWD, "target check", target, err);
     }
-    MPX_TRY(cuop_check_end(chk, &res));
-    if (res.first_bad != ~0ull) {
-        const int64_t r = (int64_t)res.first_bad;
-        return mpx_fail(MPX_ERR_INPUT,
-                        "%s: target[%lld,%lld] = %d, expected -1..C-1 = %lld (the forward's "
-                        "saved target)",
-                        BWD, (long long)(r / probs->shape[1]), (long long)(r % probs->shape[1]),
-                        (int)cuop_read_value(tg, MPX_I32, (size_t)r), (long long)c - 1);
-    }
-    const int64_t n = (int64_t)res.count;
+    /* The gradient reads the count from the check; a bad target (the kernel only compares it)
+     * is reported at the backend's next wait (ops.cuh: cuop_check_defer). */
     multibox_grad<<<grid, kLaunchThreads>>>(probs->data, probs->dtype, tg, loc->data, loc->dtype,
                                             loc_target->data, loc_target->dtype, dconf->data,
-                                            dconf->dtype, dloc->data, dloc->dtype, rows, c, n,
-                                            (float)n, a->loc_weight);
-    CUOP_LAUNCHED(BWD, "gradient", dconf);
-    return MPX_OK;
+                                            dconf->dtype, dloc->data, dloc->dtype, rows, c, chk,
+                                            a->loc_weight);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) {
+        mpx_cuda_scratch_free(chk);
+        return cuop_launch_fail(BWD, "gradient", dconf, err);
+    }
+    char rule[96];
+    snprintf(rule, sizeof rule, ", expected -1..C-1 = %lld (the forward's saved target)",
+             (long long)c - 1);
+    return cuop_check_defer(chk, target, BWD, "target", rule);
 }
