@@ -561,7 +561,8 @@ extern "C" mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a,
     MPX_TRY(make_descs(op, a, g, tc, CUDNN_DATA_FLOAT, &d));
     int algo = 0;
     size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_WEIGHTS, a, g, tc, CUDNN_DATA_FLOAT, h, d, &algo, &ws_bytes));
+    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_WEIGHTS, a, g, tc, CUDNN_DATA_FLOAT, h, d, &algo,
+                      &ws_bytes));
     void *ws = nullptr;
     MPX_TRY(workspace(ws_bytes, &ws));
     Scratch s;

@@ -14,8 +14,8 @@
  * the accumulation FP32; F32 inputs without that declaration never meet TF32. Inputs F32, F16
  * or BF16 as stored: 16-bit inputs run on tensor cores with FP32 accumulation when the operands
  * are declared exact in a 16-bit format, and are decoded to F32 for FMA math otherwise; output
- * written in the output tensor's dtype with one rounding. cuBLAS takes A and B of one dtype and an output of that
- * dtype or F32; other mixes are handled here: an input of another dtype than its partner is
+ * written in the output tensor's dtype with one rounding. cuBLAS takes A and B of one dtype
+ * and an output of that dtype or F32; other mixes are handled here: an input of another dtype than its partner is
  * decoded to F32 scratch first (exact), and an output cuBLAS cannot write goes through F32
  * scratch and one rounding kernel. A bias is added in FP32 before that single rounding, as the
  * CPU op adds it before the executor rounds the result: preloaded into C with beta = 1 when C

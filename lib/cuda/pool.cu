@@ -8,9 +8,10 @@
  * element: it visits the windows that contain it in the CPU's (oy, ox) order and adds dy for
  * each window whose argmax is itself — the CPU's additions in the CPU's order, without atomics,
  * so dx has the CPU's bits. (Finding the argmax inside the gather rescanned every window once
- * per input it covers: 4 scans per input for ResNet's 3x3 / 2 pool.) Global average pool: one thread per (image, channel) sums the H*W values in
- * double in order and divides by H*W (the CPU's bits); backward dx = dy / (H*W) in FP32.
- * Every result is rounded once into its tensor's dtype (F32, F16 or BF16); selections are exact.
+ * per input it covers: 4 scans per input for ResNet's 3x3 / 2 pool.) Global average pool: one
+ * thread per (image, channel) sums the H*W values in double in order and divides by H*W (the
+ * CPU's bits); backward dx = dy / (H*W) in FP32. Every result is rounded once into its
+ * tensor's dtype (F32, F16 or BF16); selections are exact.
  * Asynchronous; independent of the launch.
  */
 #include <cuda_runtime.h>

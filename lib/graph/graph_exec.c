@@ -7,9 +7,10 @@
  * gets the stored tensors instead — inputs always, forward outputs when the policy rounds to
  * nearest — which saves a pass over memory per view and changes no bit; gradients an op
  * computes still come back in FP32 scratch, because the commit below must scale, count or
- * shadow them before they are rounded. Every gradient commit goes through the backend's counted cast, which
- * also applies the scale factor a gradient picks up (the loss scale at the loss, the layer's
- * factor s under adaptive scaling) — so precision and scaling live here, not in the ops.
+ * shadow them before they are rounded. Every gradient commit goes through the backend's
+ * counted cast, which also applies the scale factor a gradient picks up (the loss scale at the
+ * loss, the layer's factor s under adaptive scaling) — so precision and scaling live here, not
+ * in the ops.
  *
  * Host waits: a pass queues work and reads nothing back, except what a step must decide on the
  * host: the loss, the non-finite count and the gradient norm, kept in one step-status block in

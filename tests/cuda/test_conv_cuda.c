@@ -94,7 +94,8 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
     mpx_tensor hady = host_t(4, ys, ady);
     mpx_tensor gx = dev_tensor(cf->x, 4, xs, x), gw = dev_tensor(cf->w, 4, ws, w);
     mpx_tensor gb = dev_tensor(cf->b, 1, bs, b), gdy = dev_tensor(cf->y, 4, ys, dy);
-    mpx_tensor gy = dev_tensor(cf->y, 4, ys, NULL), gdx = dev_tensor(cf->f32_grads ? MPX_F32 : cf->x, 4, xs, NULL);
+    mpx_tensor gy = dev_tensor(cf->y, 4, ys, NULL),
+               gdx = dev_tensor(cf->f32_grads ? MPX_F32 : cf->x, 4, xs, NULL);
     mpx_tensor gdw = dev_tensor(cf->dw, 4, ws, NULL), gdb = dev_tensor(cf->dw, 1, bs, NULL);
     char what[200];
     snprintf(what, sizeof what, "x [%d,%d,%d,%d] w [%d,%d,%d,%d] stride %dx%d pad %dx%d bias %d",

@@ -331,7 +331,8 @@ static void run(const variant *v, const mpx_backend *be, trace *tr) {
             CHECK_OK(mpx_graph_sync_weights(g, s + 1));
         }
     }
-    for (int i = 0; i < mpx_graph_n_params(g); i++) tr->n_weights += (size_t)mpx_graph_param(g, i)->numel;
+    for (int i = 0; i < mpx_graph_n_params(g); i++)
+        tr->n_weights += (size_t)mpx_graph_param(g, i)->numel;
     tr->weights = malloc(tr->n_weights * sizeof(float));
     size_t off = 0;
     for (int i = 0; i < mpx_graph_n_params(g); i++) {
