@@ -63,6 +63,20 @@ int mpx_threads_get(void) {
     return g_threads;
 }
 
+void mpx_memcpy_parallel(void *dst, const void *src, size_t bytes) {
+    enum { PIECE = 1 << 20, MIN_PAR = 4 << 20 };
+    if (bytes < MIN_PAR) {
+        memcpy(dst, src, bytes);
+        return;
+    }
+    const long pieces = (long)((bytes + PIECE - 1) / PIECE);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < pieces; i++) {
+        const size_t off = (size_t)i * PIECE, len = bytes - off < PIECE ? bytes - off : PIECE;
+        memcpy((char *)dst + off, (const char *)src + off, len);
+    }
+}
+
 double mpx_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -3,8 +3,8 @@
  *
  * cudaMemcpy from the caller's pageable memory returns only once the copy is done, behind all
  * queued work, so each batch upload made the host wait for the device (2 to 5 inputs per
- * training step). Here the bytes are copied on the host into a pinned buffer (the caller may
- * reuse its memory at once) and cudaMemcpyAsync from it is queued on the legacy default stream,
+ * training step). Here the bytes are copied on the host into a pinned buffer (on the OpenMP
+ * threads for large batches; the caller may reuse its memory at once) and cudaMemcpyAsync from it is queued on the legacy default stream,
  * where every lib/cuda kernel, cuBLAS and cuDNN call runs, so the copy keeps its place among
  * them.
  *
@@ -29,6 +29,7 @@
 #include "lib/cuda/check.cuh"
 #include "lib/cuda/ops.cuh"
 #include "mpx/cuda.h"
+#include "mpx/runtime.h"
 
 namespace {
 
@@ -87,7 +88,7 @@ mpx_status cuop_upload(void *dst, const void *host, size_t bytes) {
     std::lock_guard<std::mutex> lock(g_mutex);
     Slot *s = nullptr;
     MPX_TRY(pick_slot(bytes, &s));
-    memcpy(s->host, host, bytes);
+    mpx_memcpy_parallel(s->host, host, bytes);
     MPX_CUDA_TRY(cudaMemcpyAsync(dst, s->host, bytes, cudaMemcpyHostToDevice, 0));
     s->waits_at_copy = mpx_cuda_host_waits();
     s->order = ++g_order;
