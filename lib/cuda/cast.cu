@@ -154,7 +154,7 @@ template <int DST, int SF> void launch_sf(const Params &p, unsigned grid, bool s
 __global__ void tf32_kernel(const float *src, float *dst, size_t n, float scale) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        dst[i] = mpx_fp_decode(MPX_FP_TF32, mpx_fp_encode(MPX_FP_TF32, scale * src[i], 0, 0u, 0));
+        dst[i] = mpx_fp_float(mpx_fp_tf32_rne_bits(mpx_fp_bits(scale * src[i])));
 }
 
 template <int DST> void launch_dst(const Params &p, unsigned grid, bool sr, int sf) {

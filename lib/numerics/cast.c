@@ -123,10 +123,13 @@ static void cast_block(const cast_plan *p, const float *src, void *dst, size_t i
     }
     case MPX_TF32: {
         float *y = (float *)dst + i0; /* may alias x, as for F32 */
-        for (size_t j = 0; j < m; j++)
-            y[j] = mpx_fp_decode(MPX_FP_TF32, mpx_fp_encode(MPX_FP_TF32, s->scale * x[j],
-                                                            p->stochastic,
-                                                            p->stochastic ? rnd[j] : 0u, 0));
+        if (!p->stochastic)
+            for (size_t j = 0; j < m; j++)
+                y[j] = mpx_fp_float(mpx_fp_tf32_rne_bits(mpx_fp_bits(s->scale * x[j])));
+        else
+            for (size_t j = 0; j < m; j++)
+                y[j] = mpx_fp_decode(MPX_FP_TF32,
+                                     mpx_fp_encode(MPX_FP_TF32, s->scale * x[j], 1, rnd[j], 0));
         break;
     }
     default: {

@@ -20,9 +20,7 @@ float mpx_e4m3_to_f32(uint8_t v) { return mpx_fp_decode(MPX_FP_E4M3, v); }
 uint8_t mpx_f32_to_e5m2(float x) { return (uint8_t)mpx_fp_encode(MPX_FP_E5M2, x, 0, 0, 0); }
 float mpx_e5m2_to_f32(uint8_t v) { return mpx_fp_decode(MPX_FP_E5M2, v); }
 
-float mpx_round_tf32(float x) {
-    return mpx_fp_decode(MPX_FP_TF32, mpx_fp_encode(MPX_FP_TF32, x, 0, 0, 0));
-}
+float mpx_round_tf32(float x) { return mpx_fp_float(mpx_fp_tf32_rne_bits(mpx_fp_bits(x))); }
 
 static const mpx_format_info g_formats[] = {
     [MPX_F32] = {"f32", 8, 23, 0x1.fffffep127, 0x1p-126, 0x1p-149, 1},

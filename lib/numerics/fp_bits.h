@@ -116,6 +116,18 @@ MPX_HD uint32_t mpx_fp_encode(mpx_fp_fmt f, float x, int stochastic, uint32_t r,
     return sign | q;
 }
 
+/* x's FP32 bits rounded to TF32 under RNE: the bits of mpx_fp_decode(MPX_FP_TF32,
+ * mpx_fp_encode(MPX_FP_TF32, x, 0, 0, 0)), without branches so that loops vectorise. TF32 shares
+ * FP32's exponent field and subnormal encoding, so RNE to 10 mantissa bits is rounding the
+ * encoding at bit 13: the carry walks into the exponent as it should, up to Inf for magnitudes
+ * from halfway past the largest TF32 value, and never into the sign. A NaN is quieted and keeps
+ * its sign and top 10 payload bits, as the generic rule does. */
+MPX_HD uint32_t mpx_fp_tf32_rne_bits(uint32_t u) {
+    const uint32_t rounded = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+    const uint32_t nan = (u & 0x807fe000u) | 0x7fc00000u;
+    return (u & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
+}
+
 /* Format code -> FP32 (exact: every value of these formats is an FP32 value). NaN codes decode
  * to a quiet NaN with the sign and payload kept. */
 MPX_HD float mpx_fp_decode(mpx_fp_fmt f, uint32_t c) {
