@@ -18,15 +18,12 @@
  * rounding, whose streams only the executor's cast has, or uses it with precision.direct_io
  * off).
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/models.h"
 #include "mpx/backend.h"
-#include "mpx/optim.h"
-#include "mpx/rng.h"
 #include "testutil.h"
+#include "train_trace.h"
 
 /* ---- the instrumented backend: the CPU's, with 16-bit storage decoded and rounded per op ---- */
 
@@ -208,147 +205,6 @@ static void make_direct_backend(void) {
     direct.multibox_forward = mb_f, direct.multibox_backward = mb_b;
 }
 
-/* ---- the models, their inputs, and a few training steps ---- */
-
-enum { STEPS = 4, BATCH = 2 };
-
-typedef struct {
-    const char *model, *mode, *scaling, *rounding;
-    int decoded; /* precision.direct_io = false: the executor must not use the direct path */
-} variant;
-
-/* What a run produced, step by step. */
-typedef struct {
-    float loss[STEPS];
-    int64_t nonfinite[STEPS];
-    double norm[STEPS];
-    mpx_layer_stats *stats[STEPS]; /* NULL on steps without statistics */
-    int n_layers;
-    float *weights; /* every master weight at the end, concatenated */
-    size_t n_weights;
-} trace;
-
-static void set_i32(mpx_graph *g, int t, int64_t n, uint32_t mod, int32_t offset, uint64_t seed) {
-    int32_t *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (int32_t)(mpx_rand_u32(seed, MPX_RNG_TEST, (uint64_t)i) % mod) + offset;
-    CHECK_OK(mpx_graph_set_input(g, t, v, MPX_I32, n));
-    free(v);
-}
-
-static void set_f32(mpx_graph *g, int t, int64_t n, uint64_t seed) {
-    float *v = malloc((size_t)n * sizeof *v);
-    mpx_test_normal(v, (size_t)n, 0, 1, seed);
-    CHECK_OK(mpx_graph_set_input(g, t, v, MPX_F32, n));
-    free(v);
-}
-
-/* The model of `v`, compiled on `be`, with its inputs set. */
-static mpx_graph *build(const variant *v, const mpx_backend *be) {
-    mpx_graph *g = mpx_graph_new();
-    int64_t n_img = 0;
-    int image = -1;
-    if (strcmp(v->model, "resnet") == 0) {
-        mpx_resnet_cfg c;
-        mpx_resnet_preset("resnet20", &c);
-        c.stem = MPX_STEM_IMAGENET; /* conv 7x7 / 2 and max-pool */
-        c.width_mult = 0.25;
-        c.num_classes = 10;
-        int labels;
-        CHECK_OK(mpx_resnet_build(g, &c, BATCH, 16, 16, 3, &image, &labels, NULL));
-        n_img = BATCH * 16 * 16 * 3;
-        mpx_precision p;
-        mpx_precision_init(&p, v->mode, v->rounding, 3);
-        p.direct_io = !v->decoded;
-        CHECK_OK(mpx_graph_compile_backend(g, &p, be, 11));
-        set_i32(g, labels, BATCH, 10, 0, 1);
-    } else if (strcmp(v->model, "bert") == 0) {
-        mpx_bert_cfg c;
-        mpx_bert_preset("bert_tiny", &c);
-        c.layers = 1, c.hidden = 32, c.heads = 2, c.ffn = 64, c.vocab = 40, c.max_len = 8;
-        c.init_std = 0.2f; /* larger weights: more of the gradients near FP16's small end */
-        mpx_bert_io io;
-        const int T = 8;
-        CHECK_OK(mpx_bert_build(g, &c, BATCH, T, &io));
-        mpx_precision p;
-        mpx_precision_init(&p, v->mode, v->rounding, 3);
-        p.direct_io = !v->decoded;
-        CHECK_OK(mpx_graph_compile_backend(g, &p, be, 12));
-        int32_t pos[BATCH * 8], mask[BATCH * 8];
-        for (int i = 0; i < BATCH * T; i++) pos[i] = i % T, mask[i] = i % T < T - 1 || i < T;
-        set_i32(g, io.ids, BATCH * T, 40, 0, 2);
-        CHECK_OK(mpx_graph_set_input(g, io.positions, pos, MPX_I32, BATCH * T));
-        set_i32(g, io.segments, BATCH * T, 2, 0, 3);
-        CHECK_OK(mpx_graph_set_input(g, io.mask, mask, MPX_I32, BATCH * T));
-        set_i32(g, io.labels, BATCH * T, 41, -1, 4); /* -1: not predicted */
-    } else {
-        mpx_ssd_cfg c;
-        mpx_ssd_defaults(&c);
-        c.width_mult = 0.125;
-        c.num_classes = 3;
-        c.image_size = 64;
-        int boxes, labels, conf, loc;
-        int64_t P;
-        CHECK_OK(mpx_ssd_build(g, &c, BATCH, 2, &image, &boxes, &labels, &conf, &loc, &P, NULL, 0));
-        n_img = BATCH * 64 * 64 * 3;
-        mpx_precision p;
-        mpx_precision_init(&p, v->mode, v->rounding, 3);
-        p.direct_io = !v->decoded;
-        CHECK_OK(mpx_graph_compile_backend(g, &p, be, 13));
-        const float bx[BATCH * 2 * 4] = {0.1f, 0.1f, 0.5f, 0.6f, 0.4f, 0.3f, 0.9f, 0.8f,
-                                         0.2f, 0.5f, 0.7f, 0.95f, 0,    0,    0,    0};
-        const int32_t lb[BATCH * 2] = {1, 3, 2, -1};
-        CHECK_OK(mpx_graph_set_input(g, boxes, bx, MPX_F32, BATCH * 2 * 4));
-        CHECK_OK(mpx_graph_set_input(g, labels, lb, MPX_I32, BATCH * 2));
-    }
-    if (image >= 0) set_f32(g, image, n_img, 5);
-    return g;
-}
-
-static void run(const variant *v, const mpx_backend *be, trace *tr) {
-    memset(tr, 0, sizeof *tr);
-    mpx_graph *g = build(v, be);
-    mpx_scaling_cfg sc;
-    mpx_scaling_defaults(&sc);
-    sc.method = mpx_scaling_parse(v->scaling);
-    sc.update_every = 2;
-    mpx_scaler scaler;
-    CHECK_OK(mpx_scaler_init(&scaler, &sc));
-    mpx_optim_cfg oc = {MPX_OPT_SGD, 0.9, 0, 1e-4, 0, 0, 0, 1.0};
-    mpx_optimizer *opt;
-    CHECK_OK(mpx_optimizer_create(g, &oc, &opt));
-    tr->n_layers = mpx_graph_n_layers(g);
-    for (int s = 0; s < STEPS; s++) {
-        mpx_graph_set_step(g, s);
-        CHECK_OK(mpx_graph_forward(g, 1));
-        if (s % 2 == 1) tr->stats[s] = calloc((size_t)tr->n_layers, sizeof(mpx_layer_stats));
-        mpx_backward_opts bo = {&sc, mpx_scaler_loss_scale(&scaler), s, tr->stats[s]};
-        CHECK_OK(mpx_graph_backward(g, &bo, &tr->nonfinite[s]));
-        tr->loss[s] = mpx_graph_loss(g);
-        tr->norm[s] = mpx_graph_grad_norm(g);
-        if (!mpx_scaler_update(&scaler, tr->nonfinite[s] > 0)) {
-            CHECK_OK(mpx_optimizer_step_norm(opt, 0.05, tr->norm[s]));
-            CHECK_OK(mpx_graph_sync_weights(g, s + 1));
-        }
-    }
-    for (int i = 0; i < mpx_graph_n_params(g); i++)
-        tr->n_weights += (size_t)mpx_graph_param(g, i)->numel;
-    tr->weights = malloc(tr->n_weights * sizeof(float));
-    size_t off = 0;
-    for (int i = 0; i < mpx_graph_n_params(g); i++) {
-        const mpx_param *p = mpx_graph_param(g, i);
-        memcpy(tr->weights + off, p->master, (size_t)p->numel * sizeof(float));
-        off += (size_t)p->numel;
-    }
-    mpx_optimizer_free(opt);
-    mpx_graph_free(g);
-}
-
-static void trace_free(trace *tr) {
-    for (int s = 0; s < STEPS; s++) free(tr->stats[s]);
-    free(tr->weights);
-}
-
 static void compare(const variant *v) {
     trace a, b;
     run(v, cpu, &a);
@@ -372,26 +228,7 @@ static void compare(const variant *v) {
     else
         CHECK(in16 > 0 && out16 == 0, "%s: 16-bit tensors read %lld, written %lld under "
               "stochastic rounding", what, in16, out16);
-    for (int s = 0; s < STEPS; s++) {
-        CHECK(isfinite(a.loss[s]), "%s step %d: loss %g", what, s, (double)a.loss[s]);
-        CHECK(memcmp(&a.loss[s], &b.loss[s], sizeof(float)) == 0,
-              "%s step %d: loss %.9g (FP32 views) vs %.9g (direct)", what, s, (double)a.loss[s],
-              (double)b.loss[s]);
-        CHECK(a.nonfinite[s] == b.nonfinite[s], "%s step %d: non-finite %lld vs %lld", what, s,
-              (long long)a.nonfinite[s], (long long)b.nonfinite[s]);
-        CHECK(memcmp(&a.norm[s], &b.norm[s], sizeof(double)) == 0,
-              "%s step %d: gradient norm %.17g vs %.17g", what, s, a.norm[s], b.norm[s]);
-        if (a.stats[s])
-            for (int l = 0; l < a.n_layers; l++)
-                CHECK(memcmp(&a.stats[s][l], &b.stats[s][l], sizeof(mpx_layer_stats)) == 0,
-                      "%s step %d: statistics of layer %d differ", what, s, l);
-    }
-    size_t first = a.n_weights;
-    for (size_t i = 0; i < a.n_weights && first == a.n_weights; i++)
-        if (memcmp(&a.weights[i], &b.weights[i], sizeof(float)) != 0) first = i;
-    CHECK(first == a.n_weights, "%s: weight %zu is %.9g (FP32 views) vs %.9g (direct)", what,
-          first, first < a.n_weights ? (double)a.weights[first] : 0.0,
-          first < a.n_weights ? (double)b.weights[first] : 0.0);
+    compare_traces(what, &a, &b);
     trace_free(&a);
     trace_free(&b);
 }
@@ -399,17 +236,17 @@ static void compare(const variant *v) {
 int main(void) {
     make_direct_backend();
     static const variant vs[] = {
-        {"resnet", "fp16", "none", "rne", 0},
-        {"resnet", "fp16", "dynamic", "rne", 0},
-        {"resnet", "fp16", "adaptive", "rne", 0},
-        {"resnet", "fp16", "adaptive-quantile", "rne", 0},
-        {"resnet", "bf16", "none", "rne", 0},
-        {"resnet", "fp16", "adaptive", "stochastic", 0},
-        {"bert", "fp16", "adaptive", "rne", 0},
-        {"bert", "bf16", "dynamic", "rne", 0},
-        {"ssd", "fp16", "adaptive", "rne", 0},
-        {"ssd", "fp16", "dynamic", "stochastic", 0},
-        {"resnet", "fp16", "adaptive", "rne", 1},
+        {"resnet", "fp16", "none", "rne", 0, 0},
+        {"resnet", "fp16", "dynamic", "rne", 0, 0},
+        {"resnet", "fp16", "adaptive", "rne", 0, 0},
+        {"resnet", "fp16", "adaptive-quantile", "rne", 0, 0},
+        {"resnet", "bf16", "none", "rne", 0, 0},
+        {"resnet", "fp16", "adaptive", "stochastic", 0, 0},
+        {"bert", "fp16", "adaptive", "rne", 0, 0},
+        {"bert", "bf16", "dynamic", "rne", 0, 0},
+        {"ssd", "fp16", "adaptive", "rne", 0, 0},
+        {"ssd", "fp16", "dynamic", "stochastic", 0, 0},
+        {"resnet", "fp16", "adaptive", "rne", 1, 0},
     };
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) compare(&vs[i]);
     return mpx_test_done(__FILE__);
