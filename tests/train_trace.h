@@ -58,6 +58,15 @@ static void set_f32(mpx_graph *g, int t, int64_t n, uint64_t seed) {
     free(v);
 }
 
+/* g compiled on `be` in the variant's precision. */
+static void compile_variant(mpx_graph *g, const variant *v, const mpx_backend *be, uint64_t seed) {
+    mpx_precision p;
+    mpx_precision_init(&p, v->mode, v->rounding, 3);
+    p.direct_io = !v->decoded;
+    p.tensor_cores = !v->fma;
+    CHECK_OK(mpx_graph_compile_backend(g, &p, be, seed));
+}
+
 /* The model of `v`, compiled on `be`, with its inputs set. */
 static mpx_graph *build(const variant *v, const mpx_backend *be) {
     mpx_graph *g = mpx_graph_new();
@@ -72,11 +81,7 @@ static mpx_graph *build(const variant *v, const mpx_backend *be) {
         int labels;
         CHECK_OK(mpx_resnet_build(g, &c, BATCH, 16, 16, 3, &image, &labels, NULL));
         n_img = BATCH * 16 * 16 * 3;
-        mpx_precision p;
-        mpx_precision_init(&p, v->mode, v->rounding, 3);
-        p.direct_io = !v->decoded;
-        p.tensor_cores = !v->fma;
-        CHECK_OK(mpx_graph_compile_backend(g, &p, be, 11));
+        compile_variant(g, v, be, 11);
         set_i32(g, labels, BATCH, 10, 0, 1);
     } else if (strcmp(v->model, "bert") == 0) {
         mpx_bert_cfg c;
@@ -86,11 +91,7 @@ static mpx_graph *build(const variant *v, const mpx_backend *be) {
         mpx_bert_io io;
         const int T = 8;
         CHECK_OK(mpx_bert_build(g, &c, BATCH, T, &io));
-        mpx_precision p;
-        mpx_precision_init(&p, v->mode, v->rounding, 3);
-        p.direct_io = !v->decoded;
-        p.tensor_cores = !v->fma;
-        CHECK_OK(mpx_graph_compile_backend(g, &p, be, 12));
+        compile_variant(g, v, be, 12);
         int32_t pos[BATCH * 8], mask[BATCH * 8];
         for (int i = 0; i < BATCH * T; i++) pos[i] = i % T, mask[i] = i % T < T - 1 || i < T;
         set_i32(g, io.ids, BATCH * T, 40, 0, 2);
@@ -108,11 +109,7 @@ static mpx_graph *build(const variant *v, const mpx_backend *be) {
         int64_t P;
         CHECK_OK(mpx_ssd_build(g, &c, BATCH, 2, &image, &boxes, &labels, &conf, &loc, &P, NULL, 0));
         n_img = BATCH * 64 * 64 * 3;
-        mpx_precision p;
-        mpx_precision_init(&p, v->mode, v->rounding, 3);
-        p.direct_io = !v->decoded;
-        p.tensor_cores = !v->fma;
-        CHECK_OK(mpx_graph_compile_backend(g, &p, be, 13));
+        compile_variant(g, v, be, 13);
         const float bx[BATCH * 2 * 4] = {0.1f, 0.1f, 0.5f, 0.6f, 0.4f, 0.3f, 0.9f, 0.8f,
                                          0.2f, 0.5f, 0.7f, 0.95f, 0,    0,    0,    0};
         const int32_t lb[BATCH * 2] = {1, 3, 2, -1};
