@@ -49,7 +49,10 @@ static void write_json(FILE *f, const char *config, const mpx_bench_result *r, i
     fprintf(f, "  \"reference\": {\"gemm_m\": %d, \"gemm_n\": %d, \"gemm_k\": %d, \"sgemm_gflops\": %.6g, "
                "\"sgemm_2048_gflops\": %.6g},\n",
             r->ref_gemm_m, r->ref_gemm_n, r->ref_gemm_k, r->ref_gflops, r->big_gflops);
-    fprintf(f, "  \"peak_rss_mib\": %.1f,\n  \"variants\": [\n", r->peak_rss / 1048576.0);
+    fprintf(f, "  \"peak_rss_mib\": %.1f,\n", r->peak_rss / 1048576.0);
+    if (r->has_scratch_peak)
+        fprintf(f, "  \"device_scratch_peak_mib\": %.1f,\n", r->scratch_peak / 1048576.0);
+    fprintf(f, "  \"variants\": [\n");
     for (int i = 0; i < r->n; i++) {
         const mpx_bench_row *w = &r->rows[i];
         fprintf(f, "    {\"name\": \"%s\", \"mode\": \"%s\", \"median_s\": %.6g, \"min_s\": %.6g, "
@@ -159,6 +162,9 @@ int cmd_bench(int argc, char **argv) {
         printf("\n");
     }
     printf("peak RSS: %.1f MiB\n", r.peak_rss / 1048576.0);
+    if (r.has_scratch_peak)
+        printf("device scratch peak: %.1f MiB (operator scratch and cuDNN's workspace, beyond the "
+               "arenas)\n", r.scratch_peak / 1048576.0);
     if (r.has_overheads) {
         static const char *const what[MPX_OVERHEAD_KINDS] = {
             "statistics every step", "statistics every 100 steps",

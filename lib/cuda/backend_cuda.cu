@@ -167,6 +167,7 @@ static mpx_backend make_backend(void) {
     b.sync = cuda_sync;
     b.host_waits = mpx_cuda_host_waits;
     b.last_error = mpx_backend_cuda_error;
+    b.scratch_peak = mpx_cuda_scratch_peak;
     b.gemm_operands = cuda_gemm_operands;
     b.cast = cuda_cast;
     b.decode = cuda_decode;

@@ -204,6 +204,11 @@ mpx_status workspace(size_t bytes, void **out) {
 
 } // namespace
 
+size_t cuop_conv_workspace_bytes(void) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    return g_ws_cap;
+}
+
 mpx_status cuop_conv_release(void) {
     std::lock_guard<std::mutex> lock(g_mutex);
     cudnnStatus_t hs = g_handle ? cudnnDestroy(g_handle) : CUDNN_STATUS_SUCCESS;

@@ -52,6 +52,8 @@ mpx_status cuop_scratch(size_t bytes, void **p);
  * F16 or BF16 (mpx_cuda_set_operand_format), so TF32 holds them exactly. */
 static inline int cuop_tensor_cores(void) { return mpx_cuda_operand_format() != MPX_F32; }
 mpx_status cuop_conv_release(void);
+/* Bytes of cuDNN's shared workspace (conv.cu). */
+size_t cuop_conv_workspace_bytes(void);
 mpx_status cuop_gemm_release(void);
 /* Host-to-device copy through a pinned staging buffer, queued on the default stream: the host
  * memory may be reused at once, and the host waits only when every buffer is in flight

@@ -99,6 +99,21 @@ static void keep_pool_memory(void) {
     done_for = dev;
 }
 
+/* The stream-ordered pool's high-water mark of memory in use, plus cuDNN's workspace: the
+ * device memory the operators need beyond the graph's arenas (backend.h: scratch_peak). */
+extern "C" size_t mpx_cuda_scratch_peak(void) {
+    int dev = 0;
+    cudaMemPool_t pool;
+    uint64_t high = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetDefaultMemPool(&pool, dev) != cudaSuccess ||
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high) != cudaSuccess) {
+        cudaGetLastError();
+        high = 0;
+    }
+    return (size_t)high + cuop_conv_workspace_bytes();
+}
+
 mpx_status cuop_scratch(size_t bytes, void **p) {
     *p = nullptr;
     keep_pool_memory();

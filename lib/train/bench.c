@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpx/backend.h"
 #include "mpx/ops.h"
 #include "mpx/runtime.h"
 #include "task.h"
@@ -269,6 +270,9 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         res->flops_per_step = mpx_graph_flops(v[0].g, 1);
         res->batch = rc->train.batch_size;
         res->peak_rss = mpx_peak_rss();
+        const mpx_backend *be = mpx_graph_backend(v[0].g);
+        res->has_scratch_peak = be->scratch_peak != NULL;
+        res->scratch_peak = be->scratch_peak ? be->scratch_peak() : 0;
         res->n = 0;
         for (int i = 0; i < nv; i++) {
             mpx_bench_row *row = &res->rows[res->n++];

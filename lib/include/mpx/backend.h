@@ -80,6 +80,10 @@ typedef struct mpx_backend {
      * updates) since the last call, then forgotten; MPX_OK when none. The executor asks after
      * every pass, so such a failure surfaces as the pass's error with its message. */
     mpx_status (*last_error)(void);
+    /* The most device memory the operators have held beyond the graph's arenas so far in the
+     * process (their scratch: decoded operands, staged outputs, workspaces), in bytes; NULL
+     * where that memory is host memory, counted in the process's RSS (the CPU). */
+    size_t (*scratch_peak)(void);
 
     /* numerics */
     void (*cast)(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);

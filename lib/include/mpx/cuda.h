@@ -96,6 +96,9 @@ mpx_status mpx_sumsq_cuda(const float *x, size_t n, double *out);
  * operators' own checks, the host-staged MultiBox forward, and an upload that finds every
  * pinned staging buffer in flight. */
 int64_t mpx_cuda_host_waits(void);
+/* The backend table's scratch_peak: the stream-ordered pool's high-water mark of memory in use
+ * by the operators' scratch, plus cuDNN's workspace (0 when the pool cannot say). */
+size_t mpx_cuda_scratch_peak(void);
 /* The optimizer rules of backend_cpu.c (optim.h): SGD, AdamW, the LAMB direction, w -= a u. */
 mpx_status mpx_sgd_update_cuda(float *w, const float *g, float *v, size_t n,
                                const mpx_sgd_step *s);

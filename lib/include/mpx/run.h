@@ -161,6 +161,10 @@ typedef struct {
     int ref_gemm_m, ref_gemm_n, ref_gemm_k;
     double ref_gflops, big_gflops; /* OpenBLAS sgemm: the dominant GEMM shape; 2048^3 */
     size_t peak_rss;
+    /* device backends: the most memory the operators held beyond the arenas (backend.h:
+     * scratch_peak), over every variant; has_scratch_peak 0 on the CPU */
+    size_t scratch_peak;
+    int has_scratch_peak;
     int has_overheads;
     /* Fractions of the base step, indexed by mpx_overhead_kind: the median over rounds of each
      * round's paired estimate, and a 95% confidence interval for it (+-inf: too few rounds). */
