@@ -15,11 +15,14 @@
  * or BF16 as stored: 16-bit inputs run on tensor cores with FP32 accumulation when the operands
  * are declared exact in a 16-bit format, and are decoded to F32 for FMA math otherwise; output
  * written in the output tensor's dtype with one rounding. cuBLAS takes A and B of one dtype
- * and an output of that dtype or F32; other mixes are handled here: an input of another dtype than its partner is
- * decoded to F32 scratch first (exact), and an output cuBLAS cannot write goes through F32
- * scratch and one rounding kernel. A bias is added in FP32 before that single rounding, as the
- * CPU op adds it before the executor rounds the result: preloaded into C with beta = 1 when C
- * is F32, else in the rounding kernel. (Preloading a 16-bit C is not one rounding: on an H200,
+ * and an output of that dtype or F32; other mixes are handled here: an input of another dtype
+ * than its partner is decoded to F32 scratch first (exact), and an output cuBLAS cannot write
+ * goes through F32 scratch and one rounding kernel. A bias is added in FP32 before that single
+ * rounding, as the CPU op adds it before the executor rounds the result, by the rounding kernel
+ * after the GEMM (in place for an F32 output): cuBLAS always runs with beta = 0, so its kernel
+ * choice does not depend on the bias or the output dtype, and the same operands give the same
+ * bits whether the executor hands over 16-bit storage or FP32 views (tests/cuda/
+ * test_direct_io_cuda.c). (Preloading a 16-bit C is not one rounding anyway: on an H200,
  * cuBLAS's BF16 epilogue with beta = 1 was 2 BF16 ulps off the once-rounded sum in 1.2% of the
  * elements of a [128,96]x[96,160] product, which one rounding of the FP32 sum cannot be.)
  * The bias gradient is a column sum in double in row order, one thread per column: the CPU's
@@ -100,15 +103,8 @@ struct Gemm {
     Operand bias; /* p == nullptr: none */
 };
 
-/* y[r, j] = bias[j] for `rows` rows of n columns (exact: the caller checked representability). */
-__global__ void bias_broadcast(const void *bias, mpx_dtype bdt, void *y, mpx_dtype ydt, size_t rows,
-                               size_t n) {
-    const size_t total = rows * n, stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride)
-        cuop_st(y, ydt, i, cuop_ld(bias, bdt, i % n));
-}
-
-/* y[i] = round(acc[i] (+ bias[i % n])) into y's dtype: one rounding of the FP32 result. */
+/* y[i] = round(acc[i] (+ bias[i % n])) into y's dtype: one rounding of the FP32 result. acc may
+ * be y itself (an F32 output, the bias added in place). */
 __global__ void round_out(const float *acc, const void *bias, mpx_dtype bdt, size_t n, void *y,
                           mpx_dtype ydt, size_t total) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -160,7 +156,9 @@ mpx_status gemm_run(const Gemm &g) {
     }
     const mpx_dtype in_t = a.dt;
     /* Written by cuBLAS directly when it can write that dtype from these inputs and no bias
-     * has to be added before a 16-bit rounding; else into F32 scratch, rounded by round_out. */
+     * has to be added before a 16-bit rounding; else into F32 scratch, rounded by round_out.
+     * A bias is always added after the GEMM (beta = 0), so cuBLAS runs the same kernel whatever
+     * the output's dtype and bias: its heuristics may pick another for beta = 1. */
     const int direct = (g.cdt == in_t || g.cdt == MPX_F32) && (!g.bias.p || g.cdt == MPX_F32);
     void *c = g.c;
     mpx_dtype ct = g.cdt;
@@ -168,15 +166,9 @@ mpx_status gemm_run(const Gemm &g) {
         c = stage;
         ct = MPX_F32;
     }
-    float beta = 0.0f;
+    const float beta = 0.0f;
     unsigned grid = 1;
-    if (st == MPX_OK && (st = mpx_cuda_grid(nc, &grid)) == MPX_OK && direct && g.bias.p) {
-        bias_broadcast<<<grid, kLaunchThreads>>>(g.bias.p, g.bias.dt, c, ct, (size_t)g.batch * g.m,
-                                                 (size_t)g.n);
-        cudaError_t err = cudaGetLastError();
-        if (err != cudaSuccess) st = mpx_cuda_fail(err, __FILE__, __LINE__, "bias_broadcast");
-        beta = 1.0f;
-    }
+    if (st == MPX_OK) st = mpx_cuda_grid(nc, &grid);
     if (st == MPX_OK) {
         /* Column-major C^T[n, m] = op(B)^T op(A)^T. */
         const cublasOperation_t opb = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -203,8 +195,9 @@ mpx_status gemm_run(const Gemm &g) {
                           mpx_dtype_name(in_t), mpx_dtype_name(ct), cublasGetStatusString(cs));
         }
     }
-    if (st == MPX_OK && !direct) {
-        round_out<<<grid, kLaunchThreads>>>((const float *)stage, g.bias.p, g.bias.dt, (size_t)g.n,
+    if (st == MPX_OK && (!direct || g.bias.p)) {
+        /* staged: round into the output; direct F32 with a bias: add it in place */
+        round_out<<<grid, kLaunchThreads>>>((const float *)c, g.bias.p, g.bias.dt, (size_t)g.n,
                                             g.c, g.cdt, nc);
         cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) st = mpx_cuda_fail(err, __FILE__, __LINE__, "round_out");
