@@ -70,20 +70,17 @@ mpx_status cuop_staging_release(void);
 
 /* ---- index checks on the device (ids, labels, masks): a kernel records the first offending
  * position with an integer atomicMin (the smallest index, whatever the schedule) and an integer
- * count. The verdict reaches the host either at once (cuop_check_end: the host waits) or at the
- * backend's next wait (cuop_check_defer: the 32 bytes are copied into pinned memory behind the
- * op's work and read after the step's status download or a sync, so a check costs no wait of its
- * own; the failure then surfaces through the backend's last_error, naming the op, the position
- * and the value, as an immediate check would). ---- */
+ * count. The verdict reaches the host at the backend's next wait (cuop_check_defer: the 24 bytes
+ * are copied into pinned memory behind the op's work and read after the step's status download
+ * or a sync, so a check costs no wait of its own); a failure then surfaces through the backend's
+ * last_error, naming the op, the position and the value. ---- */
 struct CuopCheck {
     unsigned long long first_bad; /* ~0ull when nothing offended */
     unsigned long long count;     /* what the kernel counts (labels: rows that are not ignored) */
     double value;                 /* the offending element (set by cuop_check_defer) */
 };
-/* Scratch for one check: first_bad = ~0, count = 0. */
+/* Scratch for one check: first_bad = ~0, count = 0, value = 0. */
 mpx_status cuop_check_begin(CuopCheck **d);
-/* Copies the result to *h (a synchronisation) and frees the scratch. */
-mpx_status cuop_check_end(CuopCheck *d, CuopCheck *h);
 /* Queues the read-back of the check of tensor `t` (called `name` in the message) and frees the
  * scratch after the queued work; the message will be "<op>: <name>[i,j] = <value><rule>".
  * Returns a failure only of its own queueing, or of earlier deferred checks when 64 are pending
@@ -94,9 +91,6 @@ mpx_status cuop_check_defer(CuopCheck *d, const mpx_tensor *t, const char *op, c
  * as an input error, MPX_OK when none; forgets them all. */
 mpx_status cuop_checks_resolve(void);
 mpx_status cuop_checks_release(void);
-/* Element `index` of a device array of `dt` (I32, F32, F16 or BF16) as a double, for the message
- * of a failed check (one more small copy, on the error path only). */
-double cuop_read_value(const void *data, mpx_dtype dt, size_t index);
 
 /* ---- device: loads and stores ---- */
 

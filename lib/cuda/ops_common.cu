@@ -11,7 +11,6 @@
 
 #include "lib/cuda/ops.cuh"
 #include "mpx/cuda.h"
-#include "lib/numerics/fp_bits.h"
 
 static mpx_status expect_common(const char *op, const char *name, const mpx_tensor *t, int ndim) {
     if (!t) return mpx_fail(MPX_ERR_INPUT, "%s: %s is NULL", op, name);
@@ -143,14 +142,6 @@ mpx_status cuop_check_begin(CuopCheck **d) {
     return MPX_OK;
 }
 
-mpx_status cuop_check_end(CuopCheck *d, CuopCheck *h) {
-    mpx_cuda_count_wait();
-    cudaError_t err = cudaMemcpy(h, d, sizeof *h, cudaMemcpyDeviceToHost);
-    mpx_status freed = mpx_cuda_scratch_free(d);
-    MPX_CUDA_TRY(err);
-    return freed;
-}
-
 namespace {
 
 /* The offending element's value, for the message (stream-ordered after the check kernel). */
@@ -238,29 +229,6 @@ mpx_status cuop_checks_release(void) {
     g_check_host = nullptr;
     MPX_CUDA_TRY(err);
     return MPX_OK;
-}
-
-double cuop_read_value(const void *data, mpx_dtype dt, size_t index) {
-    const size_t es = mpx_dtype_size(dt);
-    unsigned char raw[8] = {0};
-    mpx_cuda_count_wait();
-    if (cudaMemcpy(raw, (const char *)data + index * es, es, cudaMemcpyDeviceToHost) !=
-        cudaSuccess) {
-        cudaGetLastError();
-        return NAN;
-    }
-    uint32_t u32;
-    uint16_t u16;
-    switch (dt) {
-    case MPX_I32: {
-        int32_t v;
-        memcpy(&v, raw, sizeof v);
-        return (double)v;
-    }
-    case MPX_F16: memcpy(&u16, raw, sizeof u16); return mpx_fp_decode(MPX_FP_F16, u16);
-    case MPX_BF16: memcpy(&u16, raw, sizeof u16); return mpx_fp_decode(MPX_FP_BF16, u16);
-    default: memcpy(&u32, raw, sizeof u32); return (double)mpx_fp_float(u32);
-    }
 }
 
 extern "C" mpx_status mpx_cuda_release(void) {

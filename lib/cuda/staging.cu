@@ -4,9 +4,9 @@
  * cudaMemcpy from the caller's pageable memory returns only once the copy is done, behind all
  * queued work, so each batch upload made the host wait for the device (2 to 5 inputs per
  * training step). Here the bytes are copied on the host into a pinned buffer (on the OpenMP
- * threads for large batches; the caller may reuse its memory at once) and cudaMemcpyAsync from it is queued on the legacy default stream,
- * where every lib/cuda kernel, cuBLAS and cuDNN call runs, so the copy keeps its place among
- * them.
+ * threads for large batches; the caller may reuse its memory at once) and cudaMemcpyAsync from
+ * it is queued on the legacy default stream, where every lib/cuda kernel, cuBLAS and cuDNN call
+ * runs, so the copy keeps its place among them.
  *
  * A buffer can be refilled once its copy is done. Every wait the backend counts (backend.h:
  * host_waits) is a synchronous call that drains that stream — a download, a reduction that
@@ -39,37 +39,34 @@ struct Slot {
     void *host = nullptr; /* pinned */
     size_t cap = 0;
     int64_t waits_at_copy = -1; /* the wait count when the copy was queued; -1: never used */
-    uint64_t order = 0;         /* larger: queued later */
 };
 
 std::mutex g_mutex;
 Slot g_slots[kSlots];
-uint64_t g_order = 0;
 
 /* Whether the slot's last copy has certainly been read: none yet, or a counted wait since. */
 bool slot_free(const Slot &s) {
     return s.waits_at_copy < 0 || mpx_cuda_host_waits() > s.waits_at_copy;
 }
 
-/* The slot to fill with `bytes`: a free one that is large enough, else a free one (grown), else
- * one never made, else the oldest, once its copy is done (a counted wait). */
+/* The slot to fill with `bytes`: the smallest free one that is large enough, else the largest
+ * free one (grown). When every buffer is in flight the host drains the stream first (a counted
+ * wait: the whole stream, not one copy, so that slot_free stays true of every slot), which frees
+ * them all. */
 mpx_status pick_slot(size_t bytes, Slot **out) {
-    Slot *fit = nullptr, *free_any = nullptr, *oldest = nullptr;
-    for (Slot &s : g_slots) {
-        if (slot_free(s)) {
-            if (s.cap >= bytes && (!fit || s.cap < fit->cap)) fit = &s;
-            if (!free_any || s.cap > free_any->cap) free_any = &s;
+    Slot *fit = nullptr, *largest = nullptr;
+    for (int drained = 0; !largest; drained = 1) {
+        if (drained) {
+            mpx_cuda_count_wait();
+            MPX_CUDA_TRY(cudaStreamSynchronize(0));
         }
-        if (!oldest || s.order < oldest->order) oldest = &s;
+        for (Slot &s : g_slots)
+            if (slot_free(s)) {
+                if (s.cap >= bytes && (!fit || s.cap < fit->cap)) fit = &s;
+                if (!largest || s.cap > largest->cap) largest = &s;
+            }
     }
-    Slot *s = fit ? fit : free_any;
-    if (!s) {
-        /* Every buffer is in flight. Drain the stream, not just the oldest copy: every counted
-         * wait must leave all queued work done, or slot_free would be wrong for the others. */
-        s = oldest;
-        mpx_cuda_count_wait();
-        MPX_CUDA_TRY(cudaStreamSynchronize(0));
-    }
+    Slot *s = fit ? fit : largest;
     if (s->cap < bytes) {
         if (s->host) MPX_CUDA_TRY(cudaFreeHost(s->host));
         s->host = nullptr;
@@ -91,7 +88,6 @@ mpx_status cuop_upload(void *dst, const void *host, size_t bytes) {
     mpx_memcpy_parallel(s->host, host, bytes);
     MPX_CUDA_TRY(cudaMemcpyAsync(dst, s->host, bytes, cudaMemcpyHostToDevice, 0));
     s->waits_at_copy = mpx_cuda_host_waits();
-    s->order = ++g_order;
     return MPX_OK;
 }
 
@@ -104,6 +100,5 @@ mpx_status cuop_staging_release(void) {
             st = mpx_cuda_fail(err, __FILE__, __LINE__, "cudaFreeHost");
         s = Slot();
     }
-    g_order = 0;
     return st;
 }
