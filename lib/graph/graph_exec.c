@@ -5,12 +5,14 @@
  * and results written into scratch are rounded into storage on commit (RNE or stochastic, per
  * the precision policy). A backend whose ops decode and round storage themselves (direct_io)
  * gets the stored tensors instead — inputs always, forward outputs when the policy rounds to
- * nearest — which saves a pass over memory per view and changes no bit; gradients an op
- * computes still come back in FP32 scratch, because the commit below must scale, count or
- * shadow them before they are rounded. Every gradient commit goes through the backend's
- * counted cast, which also applies the scale factor a gradient picks up (the loss scale at the
- * loss, the layer's factor s under adaptive scaling) — so precision and scaling live here, not
- * in the ops.
+ * nearest — which saves a pass over memory per view and changes no bit. A gradient an op
+ * computes comes back in FP32 scratch whenever its commit has more to do than round it to
+ * nearest: scale it, count it (statistics steps), shadow it or take its quantile, or merge it
+ * with other branches; otherwise (grad_direct) such a backend writes it into its 16-bit
+ * storage itself, rounding once as the commit would. Every other gradient commit goes through
+ * the backend's counted cast, which also applies the scale factor a gradient picks up (the
+ * loss scale at the loss, the layer's factor s under adaptive scaling) — so precision and
+ * scaling live here, not in the ops.
  *
  * Host waits: a pass queues work and reads nothing back, except what a step must decide on the
  * host: the loss, the non-finite count and the gradient norm, kept in one step-status block in
@@ -136,6 +138,21 @@ static int consumer_slot(const gtensor *t, const gnode *g_nodes, const gnode *n,
     return -1;
 }
 
+/* Whether n's backward may write the gradient of tensor t (a sole consumer's) into t's 16-bit
+ * storage itself: the commit would only round it to nearest (cast_grad with no factor, nothing
+ * counted, shadowed or measured), which a direct-I/O backend's op does as it stores. */
+static int grad_direct(const mpx_graph *g, const gnode *n, const gtensor *t) {
+    const double multiplier = n->layer_scale * (n->seeds_gradient ? n->s_prev : 1.0);
+    return writes_stored(g, t->grad_dtype) && multiplier == 1.0 && !g->bw->stats &&
+           !g->quantile_due;
+}
+
+/* Whether a parameter's gradient contribution may be written by the op into the parameter's
+ * 16-bit work format: its commit only rounds it (no statistics step) before unscaling. */
+static int param_grad_direct(const mpx_graph *g, const mpx_param *p) {
+    return writes_stored(g, p->work_dtype) && !g->bw->stats;
+}
+
 mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
     gtensor *t = &g->tensors[n->in[slot]];
     if (!t->requires_grad) {
@@ -147,7 +164,7 @@ mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
         *v = make_view(t->ndim, t->shape, MPX_F32, g->be->device, t->branch[c]);
         return MPX_OK;
     }
-    if (g->be->native(t->grad_dtype)) {
+    if (g->be->native(t->grad_dtype) || grad_direct(g, n, t)) {
         *v = make_view(t->ndim, t->shape, t->grad_dtype, g->be->device, t->grad);
         return MPX_OK;
     }
@@ -258,9 +275,10 @@ mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v)
 
 mpx_status view_param_grad(mpx_graph *g, int param, mpx_tensor *v) {
     mpx_param *p = &g->params[param];
-    float *f = scratch_take(g, p->numel);
+    const mpx_dtype dt = param_grad_direct(g, p) ? p->work_dtype : MPX_F32;
+    float *f = scratch_take(g, (p->numel * (int64_t)mpx_dtype_size(dt) + 3) / 4);
     if (!f) return scratch_fail(g, p->name);
-    *v = make_view(p->ndim, p->shape, MPX_F32, g->be->device, f);
+    *v = make_view(p->ndim, p->shape, dt, g->be->device, f);
     return MPX_OK;
 }
 
@@ -271,7 +289,7 @@ mpx_status commit_param_grad(mpx_graph *g, gnode *n, int param, const mpx_tensor
     mpx_cast_spec s = storage_cast(g, p->work_dtype, round_stream(g->step, param, RS_PGRAD));
     s.stats = g->bw->stats && n->layer >= 0 ? &g->dev_stats[2 * n->layer + 1] : NULL;
     void *stored = v->data;
-    if (p->work_dtype != MPX_F32) {
+    if (v->dtype != p->work_dtype) {
         stored = scratch_take(g, (p->numel * (int64_t)mpx_dtype_size(p->work_dtype) + 3) / 4);
         if (!stored) return scratch_fail(g, p->name);
     }

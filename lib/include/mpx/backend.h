@@ -47,8 +47,9 @@ typedef struct mpx_backend {
      * accumulation either way).
      * The executor then passes values, parameters and output gradients in their storage
      * instead of decoding them into FP32 scratch, and lets operators write forward values into
-     * storage when the policy rounds to nearest. Gradients an operator computes still arrive in
-     * FP32: on their way into storage they are scaled, counted or shadowed (graph_exec.c).
+     * storage when the policy rounds to nearest — and gradients too, when their commit would
+     * only round them (no factor, no statistics step: graph_exec.c, grad_direct); otherwise a
+     * gradient arrives in FP32, to be scaled, counted or shadowed on its way into storage.
      * Operators then see mixed dtypes (an F16 dy with an F32 dx). NULL: none. */
     int (*direct_io)(mpx_dtype t);
 
