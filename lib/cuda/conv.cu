@@ -14,10 +14,12 @@
  * exactly); the HWIO weights are reordered to cuDNN's KRSC ("NHWC" filter) layout in FP32
  * scratch. An F32 output without bias is written by cuDNN directly; otherwise cuDNN writes FP32
  * scratch and one kernel adds the bias in FP32 and rounds once (to nearest even) into the
- * output's dtype. (The backward passes stay on FP32 data: cuDNN writes a gradient in its
- * inputs' type, and the executor needs it in FP32 to scale and count it before rounding.) The
- * weight gradient is computed in KRSC FP32 scratch and reordered into HWIO with that one
- * rounding. The bias gradient is a column sum of dy in double in row order (one thread per
+ * output's dtype. The backward passes do the same: on 16-bit data when every tensor of the pass
+ * (dy, w, dx; or x, dy, dw) is in the declared format — the gradients the executor lets an op
+ * round itself (graph_exec.c: grad_direct) — else on FP32 data, since cuDNN writes a gradient
+ * in its inputs' type and an FP32 gradient (which the executor scales and counts before
+ * rounding) must not be rounded on the way. The weight gradient is computed in KRSC scratch
+ * (FP32, or the 16-bit format) and reordered into HWIO with at most that one rounding. The bias gradient is a column sum of dy in double in row order (one thread per
  * channel), the order of the CPU's SGEMM path.
  *
  * Algorithms: chosen once per (pass, shape, math, data type) with cudnnGet*Algorithm_v7
@@ -105,9 +107,10 @@ __global__ void hwio_to_krsc(const void *w, mpx_dtype dt, void *dst, mpx_dtype d
     }
 }
 
-/* dw (HWIO, its dtype) = src (KRSC, FP32), one rounding. */
-__global__ void krsc_to_hwio(const float *src, void *dw, mpx_dtype dt, int kh, int kw, int c,
-                             int k, size_t n) {
+/* dw (HWIO, its dtype) = src (KRSC, in sdt: FP32, rounded once; or dw's own 16-bit format,
+ * exact). */
+__global__ void krsc_to_hwio(const void *src, mpx_dtype sdt, void *dw, mpx_dtype dt, int kh, int kw,
+                             int c, int k, size_t n) {
     for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n;
          j += (size_t)gridDim.x * blockDim.x) {
         size_t t = j;
@@ -117,7 +120,7 @@ __global__ void krsc_to_hwio(const float *src, void *dw, mpx_dtype dt, int kh, i
         t /= c;
         const size_t s = t % kw;
         const size_t r = t / kw;
-        cuop_st(dw, dt, j, src[((ko * kh + r) * kw + s) * c + ci]);
+        cuop_st(dw, dt, j, cuop_ld(src, sdt, ((ko * kh + r) * kw + s) * c + ci));
     }
 }
 
@@ -169,8 +172,13 @@ int g_next = 0;
 void *g_ws = nullptr;
 size_t g_ws_cap = 0;
 
+/* cuDNN's "not supported" family (3000-3999) is MPX_ERR_UNSUPPORTED, on which the 16-bit
+ * passes fall back to FP32 data; anything else is a backend failure. */
 mpx_status cudnn_fail(const char *op, const char *what, cudnnStatus_t st) {
-    return mpx_fail(MPX_ERR_BACKEND, "%s: %s: %s", op, what, cudnnGetErrorString(st));
+    const int unsupported =
+        st >= CUDNN_STATUS_NOT_SUPPORTED && st < CUDNN_STATUS_NOT_SUPPORTED + 1000;
+    return mpx_fail(unsupported ? MPX_ERR_UNSUPPORTED : MPX_ERR_BACKEND, "%s: %s: %s", op, what,
+                    cudnnGetErrorString(st));
 }
 
 #define CUDNN_TRY(op, expr)                                                                        \
@@ -454,6 +462,30 @@ mpx_status finish(const char *op, const float *src, mpx_tensor *t, const mpx_ten
 
 namespace {
 
+/* cuDNN's name for a 16-bit storage format. */
+cudnnDataType_t data16(mpx_dtype t) { return t == MPX_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16; }
+
+/* dw (HWIO) from src (KRSC in sdt): one rounding from FP32, or an exact copy of 16-bit values. */
+mpx_status weights_hwio(const char *op, const void *src, mpx_dtype sdt, const Geom &g,
+                        mpx_tensor *dw) {
+    const size_t nw = (size_t)mpx_tensor_numel(dw);
+    unsigned grid = 0;
+    MPX_TRY(mpx_cuda_grid(nw, &grid));
+    krsc_to_hwio<<<grid, kLaunchThreads>>>(src, sdt, dw->data, dw->dtype, g.kh, g.kw, g.c, g.k,
+                                           nw);
+    CUOP_LAUNCHED(op, "weight-gradient reorder", dw);
+    return MPX_OK;
+}
+
+/* db (if any) = the column sums of dy. */
+mpx_status bias_grad(const char *op, const Geom &g, const mpx_tensor *dy, mpx_tensor *db) {
+    if (!db) return MPX_OK;
+    const int64_t m = (int64_t)g.n * g.oh * g.ow;
+    column_sum<<<(g.k + 127) / 128, 128>>>(dy->data, dy->dtype, m, g.k, db->data, db->dtype);
+    CUOP_LAUNCHED(op, "bias-gradient sum", db);
+    return MPX_OK;
+}
+
 /* The forward on 16-bit data: x, w and y all in the 16-bit format the operands are declared
  * exact in, and no bias. cuDNN then reads x as stored and writes y itself (FP32 compute: the
  * tensor cores' products of F16/BF16 values are exact, the sums FP32, y rounded once), which
@@ -461,7 +493,7 @@ namespace {
  * algorithm for it; the caller then takes the FP32 path. */
 mpx_status forward16(const char *op, const mpx_conv2d_attr *a, const Geom &g, cudnnHandle_t h,
                      const mpx_tensor *x, const mpx_tensor *w, mpx_tensor *y) {
-    const cudnnDataType_t data = x->dtype == MPX_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
+    const cudnnDataType_t data = data16(x->dtype);
     Descs d;
     MPX_TRY(make_descs(op, a, g, 1, data, &d));
     int algo = 0;
@@ -477,6 +509,55 @@ mpx_status forward16(const char *op, const mpx_conv2d_attr *a, const Geom &g, cu
                                           (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes, &zero,
                                           d.y, y->data));
     return MPX_OK;
+}
+
+/* Backward-data on 16-bit data: dy, w and dx in the declared 16-bit format — the gradient the
+ * executor lets an op round itself (graph_exec.c: grad_direct). cuDNN reads dy as stored and
+ * writes dx rounded once from its FP32 sums. MPX_ERR_UNSUPPORTED: no usable algorithm. */
+mpx_status backward_data16(const char *op, const mpx_conv2d_attr *a, const Geom &g,
+                           cudnnHandle_t h, const mpx_tensor *dy, const mpx_tensor *w,
+                           mpx_tensor *dx) {
+    const cudnnDataType_t data = data16(dy->dtype);
+    Descs d;
+    MPX_TRY(make_descs(op, a, g, 1, data, &d));
+    int algo = 0;
+    size_t ws_bytes = 0;
+    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_DATA, a, g, 1, data, h, d, &algo, &ws_bytes));
+    void *ws = nullptr;
+    MPX_TRY(workspace(ws_bytes, &ws));
+    Scratch s;
+    const void *wk = nullptr;
+    MPX_TRY(weights_krsc(op, w, g, w->dtype, &s, 0, &wk));
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &one, d.w, wk, d.y, dy->data, d.conv,
+                                               (cudnnConvolutionBwdDataAlgo_t)algo, ws, ws_bytes,
+                                               &zero, d.x, dx->data));
+    return MPX_OK;
+}
+
+/* Backward-weights on 16-bit data: x, dy and dw in the declared 16-bit format (a parameter
+ * gradient the executor lets an op round itself). cuDNN writes the KRSC gradient rounded once
+ * into 16-bit scratch; the reorder into HWIO copies those values exactly. The bias gradient is
+ * the caller's. MPX_ERR_UNSUPPORTED: no usable algorithm. */
+mpx_status backward_weights16(const char *op, const mpx_conv2d_attr *a, const Geom &g,
+                              cudnnHandle_t h, const mpx_tensor *dy, const mpx_tensor *x,
+                              mpx_tensor *dw) {
+    const cudnnDataType_t data = data16(x->dtype);
+    Descs d;
+    MPX_TRY(make_descs(op, a, g, 1, data, &d));
+    int algo = 0;
+    size_t ws_bytes = 0;
+    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_WEIGHTS, a, g, 1, data, h, d, &algo, &ws_bytes));
+    void *ws = nullptr;
+    MPX_TRY(workspace(ws_bytes, &ws));
+    Scratch s;
+    const size_t nw = (size_t)mpx_tensor_numel(dw);
+    MPX_TRY(cuop_scratch(nw * mpx_dtype_size(dw->dtype), &s.p[0]));
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_TRY(op, cudnnConvolutionBackwardFilter(h, &one, d.x, x->data, d.y, dy->data, d.conv,
+                                                 (cudnnConvolutionBwdFilterAlgo_t)algo, ws,
+                                                 ws_bytes, &zero, d.w, s.p[0]));
+    return weights_hwio(op, s.p[0], dw->dtype, g, dw);
 }
 
 } // namespace
@@ -529,6 +610,11 @@ extern "C" mpx_status mpx_conv2d_backward_data_cuda(const mpx_conv2d_attr *a,
     cudnnHandle_t h = nullptr;
     MPX_TRY(get_handle(op, &h));
     const int tc = cuop_tensor_cores();
+    const mpx_dtype low = mpx_cuda_operand_format();
+    if (tc && dy->dtype == low && w->dtype == low && dx->dtype == low) {
+        mpx_status st = backward_data16(op, a, g, h, dy, w, dx);
+        if (st != MPX_ERR_UNSUPPORTED) return st;
+    }
     Descs d;
     MPX_TRY(make_descs(op, a, g, tc, CUDNN_DATA_FLOAT, &d));
     int algo = 0;
@@ -562,6 +648,11 @@ extern "C" mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a,
     cudnnHandle_t h = nullptr;
     MPX_TRY(get_handle(op, &h));
     const int tc = cuop_tensor_cores();
+    const mpx_dtype low = mpx_cuda_operand_format();
+    if (tc && x->dtype == low && dy->dtype == low && dw->dtype == low) {
+        mpx_status st = backward_weights16(op, a, g, h, dy, x, dw);
+        if (st != MPX_ERR_UNSUPPORTED) return st == MPX_OK ? bias_grad(op, g, dy, db) : st;
+    }
     Descs d;
     MPX_TRY(make_descs(op, a, g, tc, CUDNN_DATA_FLOAT, &d));
     int algo = 0;
@@ -581,14 +672,6 @@ extern "C" mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a,
     CUDNN_TRY(op, cudnnConvolutionBackwardFilter(h, &one, d.x, xf, d.y, dyf, d.conv,
                                                  (cudnnConvolutionBwdFilterAlgo_t)algo, ws,
                                                  ws_bytes, &zero, d.w, dwf));
-    unsigned grid = 0;
-    MPX_TRY(mpx_cuda_grid(nw, &grid));
-    krsc_to_hwio<<<grid, kLaunchThreads>>>(dwf, dw->data, dw->dtype, g.kh, g.kw, g.c, g.k, nw);
-    CUOP_LAUNCHED(op, "weight-gradient reorder", dw);
-    if (db) {
-        const int64_t m = (int64_t)g.n * g.oh * g.ow;
-        column_sum<<<(g.k + 127) / 128, 128>>>(dy->data, dy->dtype, m, g.k, db->data, db->dtype);
-        CUOP_LAUNCHED(op, "bias-gradient sum", db);
-    }
-    return MPX_OK;
+    MPX_TRY(weights_hwio(op, dwf, MPX_F32, g, dw));
+    return bias_grad(op, g, dy, db);
 }

@@ -55,6 +55,11 @@ static const conv_cfg CFGS[] = {
      * the forward output and the weight gradient as the executor asks for them */
     {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F32, "f16 direct, tensor cores", MPX_F16, 1},
     {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_F32, "bf16 direct, tensor cores", MPX_BF16, 1},
+    /* ... and every gradient in the 16-bit format too (the executor's non-statistics steps):
+     * each pass runs on 16-bit data, each output rounded once from FP32 sums */
+    {MPX_F16, MPX_F16, MPX_F16, MPX_F16, MPX_F16, "f16 all 16-bit, tensor cores", MPX_F16, 0},
+    {MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, MPX_BF16, "bf16 all 16-bit, tensor cores", MPX_BF16,
+     0},
 };
 
 typedef struct {
