@@ -7,8 +7,8 @@
  * width 0.25 with the ImageNet stem (7x7 / 2 conv and max-pool) on 16x16 images, a one-layer
  * BERT (H 32, 2 heads, dropout, a tied decoder) on 8 tokens, an SSD (ResNet-18 trunk at width
  * 0.125, 64 px, concat and MultiBox); batch 2, STEPS steps of SGD with momentum, weight decay
- * and clipping, loss scaling as the variant says (adaptive factors updated every 2 steps), and
- * statistics on every odd step.
+ * and clipping, loss scaling as the variant says (adaptive factors updated every 2 steps, with
+ * a u_min that gives them factors above 1), and statistics on every odd step.
  */
 #ifndef MPX_TEST_TRAIN_TRACE_H
 #define MPX_TEST_TRAIN_TRACE_H
@@ -127,6 +127,10 @@ static void run(const variant *v, const mpx_backend *be, trace *tr) {
     mpx_scaling_defaults(&sc);
     sc.method = mpx_scaling_parse(v->scaling);
     sc.update_every = 2;
+    /* Adaptive factors: u_min well above FP16's smallest subnormal, so that these small
+     * models' layers get factors above 1 (with the default, their gradients need none and
+     * the paths that apply a factor would go untested). */
+    sc.u_min = 1e-4;
     mpx_scaler scaler;
     CHECK_OK(mpx_scaler_init(&scaler, &sc));
     mpx_optim_cfg oc = {MPX_OPT_SGD, 0.9, 0, 1e-4, 0, 0, 0, 1.0};

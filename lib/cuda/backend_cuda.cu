@@ -214,6 +214,9 @@ static mpx_backend make_backend(void) {
     b.permute_backward = mpx_permute_backward_cuda;
     b.conv2d_forward = mpx_conv2d_forward_cuda;
     b.conv2d_backward_data = mpx_conv2d_backward_data_cuda;
+    b.conv2d_backward_data_scaled = mpx_conv2d_backward_data_scaled_cuda;
+    b.linear_backward_data_scaled = mpx_linear_backward_data_scaled_cuda;
+    b.linear_t_backward_data_scaled = mpx_linear_t_backward_data_scaled_cuda;
     b.conv2d_backward_weights = mpx_conv2d_backward_weights_cuda;
     b.batchnorm_forward = mpx_batchnorm_forward_cuda;
     b.batchnorm_backward = mpx_batchnorm_backward_cuda;

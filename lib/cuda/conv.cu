@@ -18,7 +18,9 @@
  * (dy, w, dx; or x, dy, dw) is in the declared format — the gradients the executor lets an op
  * round itself (graph_exec.c: grad_direct) — else on FP32 data, since cuDNN writes a gradient
  * in its inputs' type and an FP32 gradient (which the executor scales and counts before
- * rounding) must not be rounded on the way. The weight gradient is computed in KRSC scratch
+ * rounding) must not be rounded on the way. Backward-data's scaled form passes its factor (a
+ * power of two) as cuDNN's alpha, which multiplies the FP32 result before the one rounding:
+ * exact, the unscaled result times the factor. The weight gradient is computed in KRSC scratch
  * (FP32, or the 16-bit format) and reordered into HWIO with at most that one rounding. The bias gradient is a column sum of dy in double in row order (one thread per
  * channel), the order of the CPU's SGEMM path.
  *
@@ -514,7 +516,7 @@ mpx_status forward16(const char *op, const mpx_conv2d_attr *a, const Geom &g, cu
 /* Backward-data on 16-bit data: dy, w and dx in the declared 16-bit format — the gradient the
  * executor lets an op round itself (graph_exec.c: grad_direct). cuDNN reads dy as stored and
  * writes dx rounded once from its FP32 sums. MPX_ERR_UNSUPPORTED: no usable algorithm. */
-mpx_status backward_data16(const char *op, const mpx_conv2d_attr *a, const Geom &g,
+mpx_status backward_data16(const char *op, const mpx_conv2d_attr *a, float scale, const Geom &g,
                            cudnnHandle_t h, const mpx_tensor *dy, const mpx_tensor *w,
                            mpx_tensor *dx) {
     const cudnnDataType_t data = data16(dy->dtype);
@@ -528,8 +530,8 @@ mpx_status backward_data16(const char *op, const mpx_conv2d_attr *a, const Geom 
     Scratch s;
     const void *wk = nullptr;
     MPX_TRY(weights_krsc(op, w, g, w->dtype, &s, 0, &wk));
-    const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &one, d.w, wk, d.y, dy->data, d.conv,
+    const float zero = 0.0f;
+    CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &scale, d.w, wk, d.y, dy->data, d.conv,
                                                (cudnnConvolutionBwdDataAlgo_t)algo, ws, ws_bytes,
                                                &zero, d.x, dx->data));
     return MPX_OK;
@@ -603,6 +605,12 @@ extern "C" mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mp
 extern "C" mpx_status mpx_conv2d_backward_data_cuda(const mpx_conv2d_attr *a,
                                                     const mpx_tensor *dy, const mpx_tensor *w,
                                                     mpx_tensor *dx) {
+    return mpx_conv2d_backward_data_scaled_cuda(a, 1.0f, dy, w, dx);
+}
+
+extern "C" mpx_status mpx_conv2d_backward_data_scaled_cuda(const mpx_conv2d_attr *a, float scale,
+                                                           const mpx_tensor *dy,
+                                                           const mpx_tensor *w, mpx_tensor *dx) {
     const char *op = kPass[MPX_CONV_BACKWARD_DATA];
     Geom g = {};
     MPX_TRY(conv_check(op, a, "dx", dx, "w", w, "dy", dy, nullptr, nullptr, &g));
@@ -612,7 +620,7 @@ extern "C" mpx_status mpx_conv2d_backward_data_cuda(const mpx_conv2d_attr *a,
     const int tc = cuop_tensor_cores();
     const mpx_dtype low = mpx_cuda_operand_format();
     if (tc && dy->dtype == low && w->dtype == low && dx->dtype == low) {
-        mpx_status st = backward_data16(op, a, g, h, dy, w, dx);
+        mpx_status st = backward_data16(op, a, scale, g, h, dy, w, dx);
         if (st != MPX_ERR_UNSUPPORTED) return st;
     }
     Descs d;
@@ -630,8 +638,8 @@ extern "C" mpx_status mpx_conv2d_backward_data_cuda(const mpx_conv2d_attr *a,
     MPX_TRY(as_f32(dy, &s, 0, &dyf));
     MPX_TRY(weights_krsc(op, w, g, MPX_F32, &s, 1, &wf));
     MPX_TRY(out_f32(dx, 0, &s, 2, &dxf, &direct));
-    const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &one, d.w, wf, d.y, dyf, d.conv,
+    const float zero = 0.0f;
+    CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &scale, d.w, wf, d.y, dyf, d.conv,
                                                (cudnnConvolutionBwdDataAlgo_t)algo, ws, ws_bytes,
                                                &zero, d.x, dxf));
     if (!direct) MPX_TRY(finish(op, dxf, dx, nullptr, g.c));

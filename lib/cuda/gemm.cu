@@ -25,6 +25,9 @@
  * test_direct_io_cuda.c). (Preloading a 16-bit C is not one rounding anyway: on an H200,
  * cuBLAS's BF16 epilogue with beta = 1 was 2 BF16 ulps off the once-rounded sum in 1.2% of the
  * elements of a [128,96]x[96,160] product, which one rounding of the FP32 sum cannot be.)
+ * The backward-data entries' scaled forms multiply the FP32 result by a power of two (cuBLAS's
+ * alpha, applied to the FP32 accumulator before the one rounding): exact, so the result is the
+ * unscaled one times the factor, as the executor's cast would give it.
  * The bias gradient is a column sum in double in row order, one thread per column: the CPU's
  * ops_column_sums order, so db has the CPU's bits.
  *
@@ -316,13 +319,18 @@ extern "C" mpx_status mpx_linear_forward_cuda(const mpx_tensor *x, const mpx_ten
 
 extern "C" mpx_status mpx_linear_backward_data_cuda(const mpx_tensor *dy, const mpx_tensor *w,
                                                     mpx_tensor *dx) {
+    return mpx_linear_backward_data_scaled_cuda(1.0f, dy, w, dx);
+}
+
+extern "C" mpx_status mpx_linear_backward_data_scaled_cuda(float scale, const mpx_tensor *dy,
+                                                           const mpx_tensor *w, mpx_tensor *dx) {
     static const char *op = "linear backward-data";
     int64_t m = 0;
     MPX_TRY(linear_view(op, "dx", dx, "w", w, 0, &m));
     const int in = (int)w->shape[0], out = (int)w->shape[1];
     MPX_TRY(same_leading(op, "dx", dx, "dy", dy, out, "OUT, dim 1 of the weights"));
-    /* dx[M,IN] = dy[M,OUT] @ w[IN,OUT]^T */
-    return gemm_run(Gemm{op, 0, 1, (int)m, in, out, 1, 1.0f, operand(dy), operand(w), dx->data,
+    /* dx[M,IN] = scale dy[M,OUT] @ w[IN,OUT]^T */
+    return gemm_run(Gemm{op, 0, 1, (int)m, in, out, 1, scale, operand(dy), operand(w), dx->data,
                          dx->dtype, no_bias()});
 }
 
@@ -357,13 +365,18 @@ extern "C" mpx_status mpx_linear_t_forward_cuda(const mpx_tensor *x, const mpx_t
 
 extern "C" mpx_status mpx_linear_t_backward_data_cuda(const mpx_tensor *dy, const mpx_tensor *w,
                                                       mpx_tensor *dx) {
+    return mpx_linear_t_backward_data_scaled_cuda(1.0f, dy, w, dx);
+}
+
+extern "C" mpx_status mpx_linear_t_backward_data_scaled_cuda(float scale, const mpx_tensor *dy,
+                                                             const mpx_tensor *w, mpx_tensor *dx) {
     static const char *op = "linear_t backward-data";
     int64_t m = 0;
     MPX_TRY(linear_view(op, "dx", dx, "w", w, 1, &m));
     const int out = (int)w->shape[0], in = (int)w->shape[1];
     MPX_TRY(same_leading(op, "dx", dx, "dy", dy, out, "OUT, dim 0 of the weights"));
-    /* dx[M,IN] = dy[M,OUT] @ w[OUT,IN] */
-    return gemm_run(Gemm{op, 0, 0, (int)m, in, out, 1, 1.0f, operand(dy), operand(w), dx->data,
+    /* dx[M,IN] = scale dy[M,OUT] @ w[OUT,IN] */
+    return gemm_run(Gemm{op, 0, 0, (int)m, in, out, 1, scale, operand(dy), operand(w), dx->data,
                          dx->dtype, no_bias()});
 }
 

@@ -138,13 +138,33 @@ static int consumer_slot(const gtensor *t, const gnode *g_nodes, const gnode *n,
     return -1;
 }
 
-/* Whether n's backward may write the gradient of tensor t (a sole consumer's) into t's 16-bit
- * storage itself: the commit would only round it to nearest (cast_grad with no factor, nothing
- * counted, shadowed or measured), which a direct-I/O backend's op does as it stores. */
-static int grad_direct(const mpx_graph *g, const gnode *n, const gtensor *t) {
-    const double multiplier = n->layer_scale * (n->seeds_gradient ? n->s_prev : 1.0);
-    return writes_stored(g, t->grad_dtype) && multiplier == 1.0 && !g->bw->stats &&
-           !g->quantile_due;
+/* The factor node n's input gradients pick up on their commit: the layer's adaptive factor s,
+ * and at the loss the whole seed scale (the loss computes its gradient from nothing scaled). */
+static double grad_multiplier(const gnode *n) {
+    return n->layer_scale * (n->seeds_gradient ? n->s_prev : 1.0);
+}
+
+/* Whether n's backward may write the gradient of tensor t (input `slot`, whose sole consumer n
+ * is) into t's 16-bit storage itself: the commit would only round it to nearest (cast_grad:
+ * nothing counted, shadowed or measured), which a direct-I/O backend's op does as it stores,
+ * and apply the node's factor, which must then be 1 or one the op can apply (an adaptive
+ * factor of a conv/linear layer on a backend with the scaled backward-data entries). */
+static int grad_direct(const mpx_graph *g, const gnode *n, int slot, const gtensor *t) {
+    const int factor_ok = grad_multiplier(n) == 1.0 ||
+                          (!n->seeds_gradient && slot == 0 && op_scales_input_grad(g->be, n->op));
+    return writes_stored(g, t->grad_dtype) && factor_ok && !g->bw->stats && !g->quantile_due;
+}
+
+/* Whether v, a view of input `slot`'s gradient, is that tensor's storage written by the op
+ * (grad_direct): rounded, and multiplied by the node's factor, already. A view of storage the
+ * backend holds natively (F32) is still the commit's to scale in place. */
+static int grad_written_by_op(const mpx_graph *g, const gnode *n, int slot, const mpx_tensor *v) {
+    const gtensor *t = &g->tensors[n->in[slot]];
+    return v->data && v->data == t->grad && !g->be->native(t->grad_dtype);
+}
+
+double in_grad_factor(const mpx_graph *g, const gnode *n, int slot, const mpx_tensor *v) {
+    return grad_written_by_op(g, n, slot, v) ? grad_multiplier(n) : 1.0;
 }
 
 /* Whether a parameter's gradient contribution may be written by the op into the parameter's
@@ -164,7 +184,7 @@ mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
         *v = make_view(t->ndim, t->shape, MPX_F32, g->be->device, t->branch[c]);
         return MPX_OK;
     }
-    if (g->be->native(t->grad_dtype) || grad_direct(g, n, t)) {
+    if (g->be->native(t->grad_dtype) || grad_direct(g, n, slot, t)) {
         *v = make_view(t->ndim, t->shape, t->grad_dtype, g->be->device, t->grad);
         return MPX_OK;
     }
@@ -250,7 +270,7 @@ mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v)
     if (!v->data) return MPX_OK;
     /* The op computed its result from the stored dy (carrying s_prev); the loss computed its
      * gradient from nothing scaled, so it multiplies by the whole seed scale. */
-    double multiplier = n->layer_scale * (n->seeds_gradient ? n->s_prev : 1.0);
+    double multiplier = grad_multiplier(n);
     double carried = n->s_prev * n->layer_scale;
     if (t->n_consumers > 1) {
         int c = consumer_slot(t, g->nodes, n, slot);
@@ -267,7 +287,7 @@ mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v)
         t->branch_ready |= 1u << c;
         return MPX_OK;
     }
-    cast_grad(g, n->in[slot], v->data, multiplier, n);
+    if (!grad_written_by_op(g, n, slot, v)) cast_grad(g, n->in[slot], v->data, multiplier, n);
     t->grad_scale = carried;
     t->grad_ready = 1;
     return MPX_OK;

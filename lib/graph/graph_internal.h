@@ -175,6 +175,9 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training);
 mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *w0);
 /* 1 for ReLU, add and max-pool: their backward only moves values of dy. */
 int op_moves_values(op_kind op);
+/* 1 when the backend can apply a factor to the op's input gradient itself (backend.h:
+ * conv2d_backward_data_scaled and its linear siblings). */
+int op_scales_input_grad(const mpx_backend *be, op_kind op);
 /* Statistics steps: run such an op's backward again on the FP32 shadow of its output
  * gradient, handing each input's result to commit_shadow. */
 mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy_shadow);
@@ -191,8 +194,13 @@ mpx_status commit_value(mpx_graph *g, int tensor, const mpx_tensor *v);
 mpx_status view_param(mpx_graph *g, int param, mpx_tensor *v);
 /* FP32 view of the gradient entering node n's backward (merged and cast already). */
 mpx_status view_out_grad(mpx_graph *g, gnode *n, mpx_tensor *v);
-/* FP32 view to write the gradient for input slot i of node n; NULL data when not needed. */
+/* FP32 view to write the gradient for input slot i of node n; NULL data when not needed. Or
+ * the input's 16-bit gradient storage itself, when its commit would only round it (and apply
+ * the factor in_grad_factor returns, which the op must then apply). */
 mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
+/* The factor the op must multiply the gradient it writes into v by before rounding: not 1 only
+ * for a view of 16-bit storage (view_in_grad) of a node with an adaptive factor. */
+double in_grad_factor(const mpx_graph *g, const gnode *n, int slot, const mpx_tensor *v);
 mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v);
 /* The shadow result for input `slot`: count it for that input's observers and/or keep it as
  * the input's own shadow. `needed` says whether the slot wants a result at all. */

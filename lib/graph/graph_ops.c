@@ -323,6 +323,15 @@ static mpx_status gemm_layer_param_grads(mpx_graph *g, gnode *n, const mpx_tenso
     return MPX_OK;
 }
 
+int op_scales_input_grad(const mpx_backend *be, op_kind op) {
+    switch (op) {
+    case OP_CONV2D: return be->conv2d_backward_data_scaled != NULL;
+    case OP_LINEAR: return be->linear_backward_data_scaled != NULL;
+    case OP_LINEAR_T: return be->linear_t_backward_data_scaled != NULL;
+    default: return 0;
+    }
+}
+
 mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *w0) {
     const mpx_backend *be = g->be;
     mpx_tensor dx, x, y;
@@ -348,7 +357,11 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         NEED(conv2d_backward_weights);
         MPX_TRY(view_in_grad(g, n, 0, &dx));
         if (dx.data) {
-            MPX_TRY(be->conv2d_backward_data(&n->attr.conv, dy, w0, &dx));
+            const double s = in_grad_factor(g, n, 0, &dx);
+            if (s != 1.0)
+                MPX_TRY(be->conv2d_backward_data_scaled(&n->attr.conv, (float)s, dy, w0, &dx));
+            else
+                MPX_TRY(be->conv2d_backward_data(&n->attr.conv, dy, w0, &dx));
             MPX_TRY(commit_in_grad(g, n, 0, &dx));
         }
         return gemm_layer_param_grads(g, n, dy);
@@ -357,7 +370,9 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         NEED(linear_backward_weights);
         MPX_TRY(view_in_grad(g, n, 0, &dx));
         if (dx.data) {
-            MPX_TRY(be->linear_backward_data(dy, w0, &dx));
+            const double s = in_grad_factor(g, n, 0, &dx);
+            if (s != 1.0) MPX_TRY(be->linear_backward_data_scaled((float)s, dy, w0, &dx));
+            else MPX_TRY(be->linear_backward_data(dy, w0, &dx));
             MPX_TRY(commit_in_grad(g, n, 0, &dx));
         }
         return gemm_layer_param_grads(g, n, dy);
@@ -486,7 +501,9 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         NEED(linear_t_backward_weights);
         MPX_TRY(view_in_grad(g, n, 0, &dx));
         if (dx.data) {
-            MPX_TRY(be->linear_t_backward_data(dy, w0, &dx));
+            const double s = in_grad_factor(g, n, 0, &dx);
+            if (s != 1.0) MPX_TRY(be->linear_t_backward_data_scaled((float)s, dy, w0, &dx));
+            else MPX_TRY(be->linear_t_backward_data(dy, w0, &dx));
             MPX_TRY(commit_in_grad(g, n, 0, &dx));
         }
         mpx_tensor dw, db;

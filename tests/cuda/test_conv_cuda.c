@@ -2,7 +2,7 @@
  * forward (with and without bias), backward-data and backward-weights (with and without the
  * bias gradient) on 1x1, 1x1 stride 2, 3x3 stride 1 and 2 with padding, an asymmetric 5x3
  * kernel with different strides and pads per axis, odd channel counts and batch > 1, in F32,
- * F16 and BF16 storage and a mixed configuration.
+ * F16 and BF16 storage and a mixed configuration; backward-data's scaled form too.
  *
  * Tolerances (ops_cuda_util.h has the comparison rule). A convolution output is a sum of K
  * products: K = C KH KW for the forward pass, K KH KW (at most) for backward-data, N OH OW for
@@ -126,6 +126,17 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
         CHECK_OK(mpx_conv2d_backward_data_cuda(&at, &gdy, &gw, &gdx));
         float *got = dev_read(&gdx);
         snprintf(msg, sizeof msg, "conv2d backward-data %s %s", cf->name, what);
+        check_close(msg, cf->f32_grads ? MPX_F32 : cf->x, got, ref, mag, nx,
+                    conv_rel((int64_t)s->k * s->kh * s->kw), 0);
+        free(got);
+        /* the scaled form (an adaptive factor, a power of two): the same result times it,
+         * exactly, so the same bound on the scaled reference */
+        const float factor = 8.0f;
+        CHECK_OK(mpx_conv2d_backward_data_scaled_cuda(&at, factor, &gdy, &gw, &gdx));
+        got = dev_read(&gdx);
+        for (size_t i = 0; i < nx; i++) ref[i] *= factor, mag[i] *= factor;
+        snprintf(msg, sizeof msg, "conv2d backward-data scaled by %g %s %s", (double)factor,
+                 cf->name, what);
         check_close(msg, cf->f32_grads ? MPX_F32 : cf->x, got, ref, mag, nx,
                     conv_rel((int64_t)s->k * s->kh * s->kw), 0);
         free(got);

@@ -11,8 +11,11 @@
  * precision.tensor_cores = false here, so both runs use FP32 FMA math on the same FP32 values
  * (with tensor cores, 16-bit operands would meet 16-bit tensor cores and F32 views TF32 ones:
  * exact products both, but FP32 sums in another order). fp16 with adaptive and dynamic scaling,
- * bf16, and stochastic rounding (the executor keeps the value commit). Skipped (77) without a
- * device.
+ * bf16, and stochastic rounding (the executor keeps the value commit). On the direct path the
+ * operators also write the gradients of non-statistics steps into 16-bit storage, and the
+ * conv/linear backward-data passes apply the layers' adaptive factors themselves (cuDNN's and
+ * cuBLAS's alpha; train_trace.h picks a u_min that gives factors above 1). Skipped (77) without
+ * a device.
  */
 #include <stdio.h>
 #include <string.h>

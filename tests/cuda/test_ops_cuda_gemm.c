@@ -1,6 +1,6 @@
 /* test_ops_cuda_gemm.c — the CUDA backend's GEMM family (cuBLAS, lib/cuda/gemm.cu) against the
- * CPU backend: linear and linear_t forward, backward-data and backward-weights (with and without
- * bias), and bmm forward and backward (every transpose combination, 0..2 batch dims, alpha),
+ * CPU backend: linear and linear_t forward, backward-data (and its scaled form) and
+ * backward-weights (with and without bias), and bmm forward and backward (every transpose combination, 0..2 batch dims, alpha),
  * on several shapes including odd sizes and 1x1x1, in F32, F16 and BF16 storage and in mixed
  * dtypes (an input of another dtype than its partner, outputs cuBLAS cannot write directly, a
  * bias of another dtype than the output).
@@ -152,6 +152,17 @@ static void test_linear_case(const gemm_cfg *cf, const lin_shape *s, int transpo
         float *got = dev_read(&dgx);
         snprintf(what, sizeof what, "%s backward-data %s x%s out %lld", name, cf->name, shp,
                  (long long)s->out);
+        check_close(what, grad_dtype(cf, cf->x), got, ref, mag, nx, gemm_rel(s->out), 0);
+        free(got);
+        /* the scaled form (an adaptive factor, a power of two): the result times it, exactly,
+         * so the same bound on the scaled reference */
+        const float factor = 0.25f;
+        if (transposed) CHECK_OK(mpx_linear_t_backward_data_scaled_cuda(factor, &ddy, &dw_, &dgx));
+        else CHECK_OK(mpx_linear_backward_data_scaled_cuda(factor, &ddy, &dw_, &dgx));
+        got = dev_read(&dgx);
+        for (size_t i = 0; i < nx; i++) ref[i] *= factor, mag[i] *= factor;
+        snprintf(what, sizeof what, "%s backward-data scaled by %g %s x%s out %lld", name,
+                 (double)factor, cf->name, shp, (long long)s->out);
         check_close(what, grad_dtype(cf, cf->x), got, ref, mag, nx, gemm_rel(s->out), 0);
         free(got);
     }

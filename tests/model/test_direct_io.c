@@ -10,7 +10,9 @@
  * the weights at the end — for a ResNet with an ImageNet stem (max-pool), a one-layer BERT
  * (embeddings, attention, dropout, GELU, layer-norm, a tied decoder) and an SSD (concat, the
  * MultiBox loss), in fp16 without scaling, with dynamic, adaptive and adaptive-quantile scaling,
- * in bf16, and with stochastic rounding. Only exact agreement is accepted: both runs do the same
+ * in bf16, and with stochastic rounding; adaptive factors are applied by the backward-data
+ * entries that take them (conv2d_backward_data_scaled...), or by the executor's commit on a
+ * backend without them. Only exact agreement is accepted: both runs do the same
  * FP32 arithmetic on the same values; only where the decoding and the rounding happen differs.
  *
  * The instrumented backend counts the 16-bit tensors it was handed (and of the outputs, the
@@ -33,6 +35,7 @@ static const mpx_backend *cpu;
 static mpx_backend direct;
 static long long g_in16, g_out16; /* 16-bit tensors handed in to be read / to be written */
 static long long g_grad16;        /* of those written: gradients (a backward pass's outputs) */
+static long long g_scaled;        /* backward-data calls that applied a factor other than 1 */
 
 enum { MAX_IO = 12 };
 typedef struct {
@@ -40,6 +43,7 @@ typedef struct {
     const mpx_tensor *orig[MAX_IO];
     mpx_tensor view[MAX_IO];
     int out[MAX_IO]; /* 0: read; 1: written; 2: a gradient written */
+    float scale;     /* the scaled backward-data entries: the factor applied before rounding */
 } io;
 
 static int is16(mpx_dtype t) { return t == MPX_F16 || t == MPX_BF16; }
@@ -68,6 +72,7 @@ static mpx_status done(io *s, mpx_status st) {
     for (int k = 0; k < s->n; k++) {
         if (st == MPX_OK && s->out[k]) {
             mpx_cast_spec c = mpx_cast_plain(s->orig[k]->dtype);
+            if (s->out[k] == 2 && s->scale != 0) c.scale = s->scale;
             cpu->cast(&c, s->view[k].data, s->orig[k]->data, (size_t)mpx_tensor_numel(s->orig[k]));
         }
         free(s->view[k].data);
@@ -85,11 +90,28 @@ static mpx_status done(io *s, mpx_status st) {
 typedef const mpx_tensor ct;
 typedef mpx_tensor mt;
 
+/* The scaled backward-data entries: the CPU's result times `scale` before the one rounding into
+ * a 16-bit dx (in place for an F32 one), as a device applies it in its GEMM epilogue. */
+#define CALL_SCALED(factor, dx, fn, ...)                                                            \
+    io s = {0};                                                                                    \
+    s.scale = (factor);                                                                             \
+    if ((factor) != 1.0f) g_scaled++;                                                               \
+    mpx_status st = done(&s, cpu->fn(__VA_ARGS__));                                                \
+    if (st == MPX_OK && (dx)->dtype == MPX_F32) {                                                  \
+        mpx_cast_spec c = mpx_cast_plain(MPX_F32);                                                 \
+        c.scale = (factor);                                                                         \
+        cpu->cast(&c, (dx)->data, (dx)->data, (size_t)mpx_tensor_numel(dx));                       \
+    }                                                                                              \
+    return st
+
 static mpx_status conv_f(const mpx_conv2d_attr *a, ct *x, ct *w, ct *b, mt *y) {
     CALL(conv2d_forward, a, IN(x), IN(w), IN(b), OUT(y));
 }
 static mpx_status conv_bd(const mpx_conv2d_attr *a, ct *dy, ct *w, mt *dx) {
     CALL(conv2d_backward_data, a, IN(dy), IN(w), GRAD(dx));
+}
+static mpx_status conv_bds(const mpx_conv2d_attr *a, float sc, ct *dy, ct *w, mt *dx) {
+    CALL_SCALED(sc, dx, conv2d_backward_data, a, IN(dy), IN(w), GRAD(dx));
 }
 static mpx_status conv_bw(const mpx_conv2d_attr *a, ct *dy, ct *x, mt *dw, mt *db) {
     CALL(conv2d_backward_weights, a, IN(dy), IN(x), GRAD(dw), GRAD(db));
@@ -118,6 +140,9 @@ static mpx_status lin_f(ct *x, ct *w, ct *b, mt *y) {
 static mpx_status lin_bd(ct *dy, ct *w, mt *dx) {
     CALL(linear_backward_data, IN(dy), IN(w), GRAD(dx));
 }
+static mpx_status lin_bds(float sc, ct *dy, ct *w, mt *dx) {
+    CALL_SCALED(sc, dx, linear_backward_data, IN(dy), IN(w), GRAD(dx));
+}
 static mpx_status lin_bw(ct *dy, ct *x, mt *dw, mt *db) {
     CALL(linear_backward_weights, IN(dy), IN(x), GRAD(dw), GRAD(db));
 }
@@ -133,6 +158,9 @@ static mpx_status lint_f(ct *x, ct *w, ct *b, mt *y) {
 }
 static mpx_status lint_bd(ct *dy, ct *w, mt *dx) {
     CALL(linear_t_backward_data, IN(dy), IN(w), GRAD(dx));
+}
+static mpx_status lint_bds(float sc, ct *dy, ct *w, mt *dx) {
+    CALL_SCALED(sc, dx, linear_t_backward_data, IN(dy), IN(w), GRAD(dx));
 }
 static mpx_status lint_bw(ct *dy, ct *x, mt *dw, mt *db) {
     CALL(linear_t_backward_weights, IN(dy), IN(x), GRAD(dw), GRAD(db));
@@ -208,24 +236,32 @@ static void make_direct_backend(void) {
     direct.dropout_forward = drop_f, direct.dropout_backward = drop_b;
     direct.permute_forward = perm_f, direct.permute_backward = perm_b;
     direct.multibox_forward = mb_f, direct.multibox_backward = mb_b;
+    direct.conv2d_backward_data_scaled = conv_bds;
+    direct.linear_backward_data_scaled = lin_bds;
+    direct.linear_t_backward_data_scaled = lint_bds;
 }
 
-static void compare(const variant *v) {
+/* Trains v on the plain CPU backend and on `be` (the instrumented one, with or without the
+ * scaled backward-data entries) and requires the same bits. */
+static void compare(const variant *v, const mpx_backend *be) {
     trace a, b;
     run(v, cpu, &a);
-    const long long in0 = g_in16, out0 = g_out16, grad0 = g_grad16;
-    run(v, &direct, &b);
+    const long long in0 = g_in16, out0 = g_out16, grad0 = g_grad16, scaled0 = g_scaled;
+    run(v, be, &b);
     const long long in16 = g_in16 - in0, out16 = g_out16 - out0, grad16 = g_grad16 - grad0;
-    char what[96];
-    snprintf(what, sizeof what, "%s %s %s %s%s", v->model, v->mode, v->scaling, v->rounding,
-             v->decoded ? " (direct_io off)" : "");
+    const long long scaled = g_scaled - scaled0;
+    const int has_scaled = be->conv2d_backward_data_scaled != NULL;
+    char what[128];
+    snprintf(what, sizeof what, "%s %s %s %s%s%s", v->model, v->mode, v->scaling, v->rounding,
+             v->decoded ? " (direct_io off)" : "", has_scaled ? "" : " (no scaled entries)");
     printf("%s: loss %.6f -> %.6f; 16-bit tensors handed to ops: %lld read, %lld written "
-           "(%lld gradients)\n", what, (double)a.loss[0], (double)a.loss[STEPS - 1], in16, out16,
-           grad16);
+           "(%lld gradients); %lld backward-data calls applied a factor\n", what,
+           (double)a.loss[0], (double)a.loss[STEPS - 1], in16, out16, grad16, scaled);
     /* The path is taken when it should be: stored values, weights and gradients reach the ops
      * as they are, ops round forward values and the gradients whose commit is a plain rounding
-     * (non-statistics steps) themselves exactly when the policy rounds to nearest, and nothing
-     * 16-bit reaches them with precision.direct_io off. */
+     * (non-statistics steps) themselves exactly when the policy rounds to nearest — applying
+     * a layer's adaptive factor themselves where the backend can — and nothing 16-bit reaches
+     * them with precision.direct_io off. */
     if (v->decoded)
         CHECK(in16 == 0 && out16 == 0, "%s: %lld + %lld 16-bit tensors reached operators", what,
               in16, out16);
@@ -236,6 +272,14 @@ static void compare(const variant *v) {
     else
         CHECK(in16 > 0 && out16 == 0, "%s: 16-bit tensors read %lld, written %lld under "
               "stochastic rounding", what, in16, out16);
+    /* (adaptive-quantile updates its factors on every non-statistics step of the trace, and
+     * those steps' gradients take the commit: their quantiles come from the FP32 values) */
+    const int factors = strcmp(v->scaling, "adaptive") == 0 && !v->decoded &&
+                        strcmp(v->rounding, "rne") == 0 && has_scaled;
+    if (factors)
+        CHECK(scaled > 0, "%s: no backward-data call applied an adaptive factor", what);
+    else
+        CHECK(scaled == 0, "%s: %lld backward-data calls applied a factor", what, scaled);
     compare_traces(what, &a, &b);
     trace_free(&a);
     trace_free(&b);
@@ -256,6 +300,14 @@ int main(void) {
         {"ssd", "fp16", "dynamic", "stochastic", 0, 0},
         {"resnet", "fp16", "adaptive", "rne", 1, 0},
     };
-    for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) compare(&vs[i]);
+    for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) compare(&vs[i], &direct);
+    /* A direct-I/O backend without the scaled entries: gradients with a factor other than 1
+     * take the executor's commit, the others are still written by the ops. */
+    mpx_backend unscaled = direct;
+    unscaled.conv2d_backward_data_scaled = NULL;
+    unscaled.linear_backward_data_scaled = NULL;
+    unscaled.linear_t_backward_data_scaled = NULL;
+    compare(&vs[2], &unscaled);
+    compare(&vs[6], &unscaled);
     return mpx_test_done(__FILE__);
 }

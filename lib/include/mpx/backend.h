@@ -176,6 +176,17 @@ typedef struct mpx_backend {
     mpx_status (*permute_forward)(const int *, const mpx_tensor *, mpx_tensor *);
     mpx_status (*permute_backward)(const int *, const mpx_tensor *, mpx_tensor *);
 
+    /* Optional (NULL: none): backward-data with the result multiplied by `scale` (a power of
+     * two) before its one rounding into dx — a layer's adaptive factor applied in the op, so
+     * that the executor can let it write a 16-bit dx directly (graph_exec.c: grad_direct)
+     * where the factor is not 1. Same arguments as the plain entries otherwise. */
+    mpx_status (*conv2d_backward_data_scaled)(const mpx_conv2d_attr *, float, const mpx_tensor *,
+                                              const mpx_tensor *, mpx_tensor *);
+    mpx_status (*linear_backward_data_scaled)(float, const mpx_tensor *, const mpx_tensor *,
+                                              mpx_tensor *);
+    mpx_status (*linear_t_backward_data_scaled)(float, const mpx_tensor *, const mpx_tensor *,
+                                                mpx_tensor *);
+
     /* detection: the MultiBox loss (ssd.h) */
     mpx_status (*multibox_forward)(const mpx_multibox_attr *, const mpx_tensor *,
                                    const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,

@@ -128,6 +128,12 @@ mpx_status mpx_linear_forward_cuda(const mpx_tensor *x, const mpx_tensor *w, con
                                    mpx_tensor *y);
 mpx_status mpx_linear_backward_data_cuda(const mpx_tensor *dy, const mpx_tensor *w,
                                          mpx_tensor *dx);
+/* The backward-data passes with the FP32 result times `scale` (a power of two: exact) before
+ * the one rounding into dx (backend.h: *_backward_data_scaled). */
+mpx_status mpx_linear_backward_data_scaled_cuda(float scale, const mpx_tensor *dy,
+                                                const mpx_tensor *w, mpx_tensor *dx);
+mpx_status mpx_linear_t_backward_data_scaled_cuda(float scale, const mpx_tensor *dy,
+                                                  const mpx_tensor *w, mpx_tensor *dx);
 mpx_status mpx_linear_backward_weights_cuda(const mpx_tensor *dy, const mpx_tensor *x,
                                             mpx_tensor *dw, mpx_tensor *db);
 mpx_status mpx_linear_t_forward_cuda(const mpx_tensor *x, const mpx_tensor *w,
@@ -177,15 +183,22 @@ mpx_status mpx_maxpool2d_backward_cuda(const mpx_pool2d_attr *a, const mpx_tenso
                                        const mpx_tensor *x, const mpx_tensor *y, mpx_tensor *dx);
 mpx_status mpx_avgpool_global_forward_cuda(const mpx_tensor *x, mpx_tensor *y);
 mpx_status mpx_avgpool_global_backward_cuda(const mpx_tensor *dy, mpx_tensor *dx);
-/* conv2d on cuDNN (conv.cu): FP32 data and compute (CUDNN_FMA_MATH: no tensor cores, no TF32),
- * F16/BF16 tensors staged through FP32 scratch, HWIO weights reordered to cuDNN's KRSC;
- * algorithms from cudnnGet*Algorithm_v7, deterministic ones only, cached per (pass, shape).
- * Within the FP32 summation-order bound of a GEMM of length K = C KH KW (forward), K KH KW
- * (backward-data) or N OH OW (backward-weights); the bias gradient is a double column sum. */
+/* conv2d on cuDNN (conv.cu): FP32 compute; FMA math (no tensor cores, no TF32) unless the
+ * operands are declared exact in a 16-bit format (mpx_cuda_set_operand_format), then tensor-op
+ * math — on the 16-bit data itself where every tensor of the pass is stored in that format,
+ * else on FP32 data (16-bit tensors decoded into scratch); HWIO weights reordered to cuDNN's
+ * KRSC; algorithms from cudnnGet*Algorithm_v7, deterministic ones only, cached per (pass,
+ * shape, math, data type). Within the FP32 summation-order bound of a GEMM of length
+ * K = C KH KW (forward), K KH KW (backward-data) or N OH OW (backward-weights); the bias
+ * gradient is a double column sum. */
 mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mpx_tensor *x,
                                    const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y);
 mpx_status mpx_conv2d_backward_data_cuda(const mpx_conv2d_attr *a, const mpx_tensor *dy,
                                          const mpx_tensor *w, mpx_tensor *dx);
+/* ... with the FP32 result times `scale` (a power of two) before its one rounding. */
+mpx_status mpx_conv2d_backward_data_scaled_cuda(const mpx_conv2d_attr *a, float scale,
+                                                const mpx_tensor *dy, const mpx_tensor *w,
+                                                mpx_tensor *dx);
 mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a, const mpx_tensor *dy,
                                             const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db);
 /* batch-norm (batchnorm.cu, own kernels): the CPU's chunked double sums and FP32 element-wise
