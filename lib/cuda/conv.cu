@@ -399,6 +399,22 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tens
     return MPX_OK;
 }
 
+/* A pass's cuDNN setup for data of type `data`: descriptors, the cached algorithm (the
+ * descriptor's math type set to the one it runs in) and the shared workspace. */
+struct Plan {
+    Descs d;
+    int algo = 0;
+    size_t ws_bytes = 0;
+    void *ws = nullptr;
+};
+
+mpx_status plan_pass(int pass, const char *op, const mpx_conv2d_attr *a, const Geom &g,
+                     int tensor_cores, cudnnDataType_t data, cudnnHandle_t h, Plan *p) {
+    MPX_TRY(make_descs(op, a, g, tensor_cores, data, &p->d));
+    MPX_TRY(pick_algo(pass, a, g, tensor_cores, data, h, p->d, &p->algo, &p->ws_bytes));
+    return workspace(p->ws_bytes, &p->ws);
+}
+
 /* Scratch freed at scope exit (stream-ordered). */
 struct Scratch {
     void *p[4] = {nullptr, nullptr, nullptr, nullptr};
@@ -496,20 +512,15 @@ mpx_status bias_grad(const char *op, const Geom &g, const mpx_tensor *dy, mpx_te
 mpx_status forward16(const char *op, const mpx_conv2d_attr *a, const Geom &g, cudnnHandle_t h,
                      const mpx_tensor *x, const mpx_tensor *w, mpx_tensor *y) {
     const cudnnDataType_t data = data16(x->dtype);
-    Descs d;
-    MPX_TRY(make_descs(op, a, g, 1, data, &d));
-    int algo = 0;
-    size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_FORWARD, a, g, 1, data, h, d, &algo, &ws_bytes));
-    void *ws = nullptr;
-    MPX_TRY(workspace(ws_bytes, &ws));
+    Plan p;
+    MPX_TRY(plan_pass(MPX_CONV_FORWARD, op, a, g, 1, data, h, &p));
     Scratch s;
     const void *wk = nullptr;
     MPX_TRY(weights_krsc(op, w, g, x->dtype, &s, 0, &wk));
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(op, cudnnConvolutionForward(h, &one, d.x, x->data, d.w, wk, d.conv,
-                                          (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes, &zero,
-                                          d.y, y->data));
+    CUDNN_TRY(op, cudnnConvolutionForward(h, &one, p.d.x, x->data, p.d.w, wk, p.d.conv,
+                                          (cudnnConvolutionFwdAlgo_t)p.algo, p.ws, p.ws_bytes,
+                                          &zero, p.d.y, y->data));
     return MPX_OK;
 }
 
@@ -520,20 +531,15 @@ mpx_status backward_data16(const char *op, const mpx_conv2d_attr *a, float scale
                            cudnnHandle_t h, const mpx_tensor *dy, const mpx_tensor *w,
                            mpx_tensor *dx) {
     const cudnnDataType_t data = data16(dy->dtype);
-    Descs d;
-    MPX_TRY(make_descs(op, a, g, 1, data, &d));
-    int algo = 0;
-    size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_DATA, a, g, 1, data, h, d, &algo, &ws_bytes));
-    void *ws = nullptr;
-    MPX_TRY(workspace(ws_bytes, &ws));
+    Plan p;
+    MPX_TRY(plan_pass(MPX_CONV_BACKWARD_DATA, op, a, g, 1, data, h, &p));
     Scratch s;
     const void *wk = nullptr;
     MPX_TRY(weights_krsc(op, w, g, w->dtype, &s, 0, &wk));
     const float zero = 0.0f;
-    CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &scale, d.w, wk, d.y, dy->data, d.conv,
-                                               (cudnnConvolutionBwdDataAlgo_t)algo, ws, ws_bytes,
-                                               &zero, d.x, dx->data));
+    CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &scale, p.d.w, wk, p.d.y, dy->data, p.d.conv,
+                                               (cudnnConvolutionBwdDataAlgo_t)p.algo, p.ws,
+                                               p.ws_bytes, &zero, p.d.x, dx->data));
     return MPX_OK;
 }
 
@@ -545,20 +551,15 @@ mpx_status backward_weights16(const char *op, const mpx_conv2d_attr *a, const Ge
                               cudnnHandle_t h, const mpx_tensor *dy, const mpx_tensor *x,
                               mpx_tensor *dw) {
     const cudnnDataType_t data = data16(x->dtype);
-    Descs d;
-    MPX_TRY(make_descs(op, a, g, 1, data, &d));
-    int algo = 0;
-    size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_WEIGHTS, a, g, 1, data, h, d, &algo, &ws_bytes));
-    void *ws = nullptr;
-    MPX_TRY(workspace(ws_bytes, &ws));
+    Plan p;
+    MPX_TRY(plan_pass(MPX_CONV_BACKWARD_WEIGHTS, op, a, g, 1, data, h, &p));
     Scratch s;
     const size_t nw = (size_t)mpx_tensor_numel(dw);
     MPX_TRY(cuop_scratch(nw * mpx_dtype_size(dw->dtype), &s.p[0]));
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(op, cudnnConvolutionBackwardFilter(h, &one, d.x, x->data, d.y, dy->data, d.conv,
-                                                 (cudnnConvolutionBwdFilterAlgo_t)algo, ws,
-                                                 ws_bytes, &zero, d.w, s.p[0]));
+    CUDNN_TRY(op, cudnnConvolutionBackwardFilter(h, &one, p.d.x, x->data, p.d.y, dy->data,
+                                                 p.d.conv, (cudnnConvolutionBwdFilterAlgo_t)p.algo,
+                                                 p.ws, p.ws_bytes, &zero, p.d.w, s.p[0]));
     return weights_hwio(op, s.p[0], dw->dtype, g, dw);
 }
 
@@ -579,13 +580,8 @@ extern "C" mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mp
         mpx_status st = forward16(op, a, g, h, x, w, y);
         if (st != MPX_ERR_UNSUPPORTED) return st;
     }
-    Descs d;
-    MPX_TRY(make_descs(op, a, g, tc, CUDNN_DATA_FLOAT, &d));
-    int algo = 0;
-    size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_FORWARD, a, g, tc, CUDNN_DATA_FLOAT, h, d, &algo, &ws_bytes));
-    void *ws = nullptr;
-    MPX_TRY(workspace(ws_bytes, &ws));
+    Plan p;
+    MPX_TRY(plan_pass(MPX_CONV_FORWARD, op, a, g, tc, CUDNN_DATA_FLOAT, h, &p));
     Scratch s;
     const float *xf = nullptr;
     const void *wf = nullptr;
@@ -595,9 +591,9 @@ extern "C" mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mp
     MPX_TRY(weights_krsc(op, w, g, MPX_F32, &s, 1, &wf));
     MPX_TRY(out_f32(y, b != nullptr, &s, 2, &yf, &direct));
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(op, cudnnConvolutionForward(h, &one, d.x, xf, d.w, wf, d.conv,
-                                          (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes, &zero,
-                                          d.y, yf));
+    CUDNN_TRY(op, cudnnConvolutionForward(h, &one, p.d.x, xf, p.d.w, wf, p.d.conv,
+                                          (cudnnConvolutionFwdAlgo_t)p.algo, p.ws, p.ws_bytes,
+                                          &zero, p.d.y, yf));
     if (!direct) MPX_TRY(finish(op, yf, y, b, g.k));
     return MPX_OK;
 }
@@ -623,13 +619,8 @@ extern "C" mpx_status mpx_conv2d_backward_data_scaled_cuda(const mpx_conv2d_attr
         mpx_status st = backward_data16(op, a, scale, g, h, dy, w, dx);
         if (st != MPX_ERR_UNSUPPORTED) return st;
     }
-    Descs d;
-    MPX_TRY(make_descs(op, a, g, tc, CUDNN_DATA_FLOAT, &d));
-    int algo = 0;
-    size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_DATA, a, g, tc, CUDNN_DATA_FLOAT, h, d, &algo, &ws_bytes));
-    void *ws = nullptr;
-    MPX_TRY(workspace(ws_bytes, &ws));
+    Plan p;
+    MPX_TRY(plan_pass(MPX_CONV_BACKWARD_DATA, op, a, g, tc, CUDNN_DATA_FLOAT, h, &p));
     Scratch s;
     const float *dyf = nullptr;
     const void *wf = nullptr;
@@ -639,9 +630,9 @@ extern "C" mpx_status mpx_conv2d_backward_data_scaled_cuda(const mpx_conv2d_attr
     MPX_TRY(weights_krsc(op, w, g, MPX_F32, &s, 1, &wf));
     MPX_TRY(out_f32(dx, 0, &s, 2, &dxf, &direct));
     const float zero = 0.0f;
-    CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &scale, d.w, wf, d.y, dyf, d.conv,
-                                               (cudnnConvolutionBwdDataAlgo_t)algo, ws, ws_bytes,
-                                               &zero, d.x, dxf));
+    CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &scale, p.d.w, wf, p.d.y, dyf, p.d.conv,
+                                               (cudnnConvolutionBwdDataAlgo_t)p.algo, p.ws,
+                                               p.ws_bytes, &zero, p.d.x, dxf));
     if (!direct) MPX_TRY(finish(op, dxf, dx, nullptr, g.c));
     return MPX_OK;
 }
@@ -661,14 +652,8 @@ extern "C" mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a,
         mpx_status st = backward_weights16(op, a, g, h, dy, x, dw);
         if (st != MPX_ERR_UNSUPPORTED) return st == MPX_OK ? bias_grad(op, g, dy, db) : st;
     }
-    Descs d;
-    MPX_TRY(make_descs(op, a, g, tc, CUDNN_DATA_FLOAT, &d));
-    int algo = 0;
-    size_t ws_bytes = 0;
-    MPX_TRY(pick_algo(MPX_CONV_BACKWARD_WEIGHTS, a, g, tc, CUDNN_DATA_FLOAT, h, d, &algo,
-                      &ws_bytes));
-    void *ws = nullptr;
-    MPX_TRY(workspace(ws_bytes, &ws));
+    Plan p;
+    MPX_TRY(plan_pass(MPX_CONV_BACKWARD_WEIGHTS, op, a, g, tc, CUDNN_DATA_FLOAT, h, &p));
     Scratch s;
     const float *xf = nullptr, *dyf = nullptr;
     MPX_TRY(as_f32(x, &s, 0, &xf));
@@ -677,9 +662,9 @@ extern "C" mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a,
     MPX_TRY(cuop_scratch(nw * sizeof(float), &s.p[2]));
     float *dwf = (float *)s.p[2];
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(op, cudnnConvolutionBackwardFilter(h, &one, d.x, xf, d.y, dyf, d.conv,
-                                                 (cudnnConvolutionBwdFilterAlgo_t)algo, ws,
-                                                 ws_bytes, &zero, d.w, dwf));
+    CUDNN_TRY(op, cudnnConvolutionBackwardFilter(h, &one, p.d.x, xf, p.d.y, dyf, p.d.conv,
+                                                 (cudnnConvolutionBwdFilterAlgo_t)p.algo, p.ws,
+                                                 p.ws_bytes, &zero, p.d.w, dwf));
     MPX_TRY(weights_hwio(op, dwf, MPX_F32, g, dw));
     return bias_grad(op, g, dy, db);
 }
