@@ -608,6 +608,7 @@ extern "C" mpx_status mpx_conv2d_backward_data_scaled_cuda(const mpx_conv2d_attr
                                                            const mpx_tensor *dy,
                                                            const mpx_tensor *w, mpx_tensor *dx) {
     const char *op = kPass[MPX_CONV_BACKWARD_DATA];
+    MPX_TRY(cuop_expect_scale(op, scale));
     Geom g = {};
     MPX_TRY(conv_check(op, a, "dx", dx, "w", w, "dy", dy, nullptr, nullptr, &g));
     std::lock_guard<std::mutex> lock(g_mutex);

@@ -325,6 +325,7 @@ extern "C" mpx_status mpx_linear_backward_data_cuda(const mpx_tensor *dy, const 
 extern "C" mpx_status mpx_linear_backward_data_scaled_cuda(float scale, const mpx_tensor *dy,
                                                            const mpx_tensor *w, mpx_tensor *dx) {
     static const char *op = "linear backward-data";
+    MPX_TRY(cuop_expect_scale(op, scale));
     int64_t m = 0;
     MPX_TRY(linear_view(op, "dx", dx, "w", w, 0, &m));
     const int in = (int)w->shape[0], out = (int)w->shape[1];
@@ -371,6 +372,7 @@ extern "C" mpx_status mpx_linear_t_backward_data_cuda(const mpx_tensor *dy, cons
 extern "C" mpx_status mpx_linear_t_backward_data_scaled_cuda(float scale, const mpx_tensor *dy,
                                                              const mpx_tensor *w, mpx_tensor *dx) {
     static const char *op = "linear_t backward-data";
+    MPX_TRY(cuop_expect_scale(op, scale));
     int64_t m = 0;
     MPX_TRY(linear_view(op, "dx", dx, "w", w, 1, &m));
     const int out = (int)w->shape[0], in = (int)w->shape[1];

@@ -42,15 +42,18 @@ mpx_status cuop_expect_dim(const char *op, const char *name, const mpx_tensor *t
 /* a and b have the same ndim and dims. */
 mpx_status cuop_expect_same_shape(const char *op, const char *name_a, const mpx_tensor *a,
                                   const char *name_b, const mpx_tensor *b);
+/* A factor an op applies to its result (the scaled backward-data entries): positive and
+ * finite. */
+mpx_status cuop_expect_scale(const char *op, float scale);
 /* The message of a kernel launch that failed: "<op>: <what> launch for <shape>: <CUDA error>". */
 mpx_status cuop_launch_fail(const char *op, const char *what, const mpx_tensor *t, cudaError_t err);
 /* Device scratch, NOT zeroed (stream-ordered where supported); free with mpx_cuda_scratch_free. */
 mpx_status cuop_scratch(size_t bytes, void **p);
-/* Free what conv.cu (the cuDNN handle, its algorithm table and workspace) and gemm.cu (the
- * cuBLAS handle) keep for the process; made again on next use. Parts of mpx_cuda_release. */
 /* 1 when the GEMM-family operands may run on TF32 tensor cores: they are declared exact in
  * F16 or BF16 (mpx_cuda_set_operand_format), so TF32 holds them exactly. */
 static inline int cuop_tensor_cores(void) { return mpx_cuda_operand_format() != MPX_F32; }
+/* Free what conv.cu (the cuDNN handle, its algorithm table and workspace) and gemm.cu (the
+ * cuBLAS handle) keep for the process; made again on next use. Parts of mpx_cuda_release. */
 mpx_status cuop_conv_release(void);
 /* Bytes of cuDNN's shared workspace (conv.cu). */
 size_t cuop_conv_workspace_bytes(void);

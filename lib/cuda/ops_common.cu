@@ -3,6 +3,7 @@
  * failures, scratch, the device-side index checks' read-back (at once or deferred to the next
  * wait), and mpx_cuda_release. */
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,6 +68,11 @@ mpx_status cuop_expect_same_shape(const char *op, const char *name_a, const mpx_
     return mpx_fail(MPX_ERR_INPUT, "%s: %s has shape %s but %s has shape %s (must match)", op,
                     name_b, mpx_shape_str(b->ndim, b->shape, bb, sizeof bb), name_a,
                     mpx_shape_str(a->ndim, a->shape, ba, sizeof ba));
+}
+
+mpx_status cuop_expect_scale(const char *op, float scale) {
+    if (scale > 0 && isfinite(scale)) return MPX_OK;
+    return mpx_fail(MPX_ERR_INPUT, "%s: scale %g must be positive and finite", op, (double)scale);
 }
 
 mpx_status cuop_launch_fail(const char *op, const char *what, const mpx_tensor *t,

@@ -180,6 +180,10 @@ static void test_errors(void) {
     const mpx_conv2d_attr bad = {0, 1, 0, 0};
     CHECK(mpx_conv2d_forward_cuda(&bad, &x, &w, NULL, &y) == MPX_ERR_INPUT,
           "conv2d forward: stride 0 accepted");
+    CHECK(mpx_conv2d_backward_data_scaled_cuda(&at, NAN, &y, &w, &x) == MPX_ERR_INPUT,
+          "conv2d backward-data: NaN scale accepted");
+    CHECK(mpx_conv2d_backward_data_scaled_cuda(&at, 0.0f, &y, &w, &x) == MPX_ERR_INPUT,
+          "conv2d backward-data: scale 0 accepted");
     dev_free(&x);
     dev_free(&w);
     dev_free(&y);

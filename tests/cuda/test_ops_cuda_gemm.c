@@ -336,6 +336,12 @@ static void test_errors(void) {
           "host tensor refused: %s", mpx_error_message());
     const mpx_bmm_attr inf_alpha = {0, 0, INFINITY};
     CHECK(mpx_bmm_forward_cuda(&inf_alpha, &x, &w, &y) == MPX_ERR_INPUT, "bmm alpha Inf refused");
+    CHECK(mpx_linear_backward_data_scaled_cuda(-2.0f, &y, &w, &x) == MPX_ERR_INPUT &&
+              strstr(mpx_error_message(), "scale"),
+          "negative backward-data scale refused: %s", mpx_error_message());
+    /* (the scale is checked before the shapes) */
+    CHECK(mpx_linear_t_backward_data_scaled_cuda(INFINITY, &y, &wb, &x) == MPX_ERR_INPUT,
+          "infinite backward-data scale refused");
     dev_free(&x), dev_free(&w), dev_free(&y), dev_free(&wb);
 }
 
