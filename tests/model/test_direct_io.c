@@ -90,19 +90,16 @@ static mpx_status done(io *s, mpx_status st) {
 typedef const mpx_tensor ct;
 typedef mpx_tensor mt;
 
-/* The scaled backward-data entries: the CPU's result times `scale` before the one rounding into
- * a 16-bit dx (in place for an F32 one), as a device applies it in its GEMM epilogue. */
-#define CALL_SCALED(factor, dx, fn, ...)                                                            \
+/* The scaled backward-data entries: the CPU's result times `factor` before the one rounding into
+ * the 16-bit dx, as a device applies it in its GEMM epilogue. The executor calls them only for
+ * a gradient it lets the op write into 16-bit storage (checked). */
+#define CALL_SCALED(factor, dx, fn, ...)                                                           \
+    CHECK(is16((dx)->dtype), "a scaled backward-data call with a %s dx",                           \
+          mpx_dtype_name((dx)->dtype));                                                            \
     io s = {0};                                                                                    \
-    s.scale = (factor);                                                                             \
-    if ((factor) != 1.0f) g_scaled++;                                                               \
-    mpx_status st = done(&s, cpu->fn(__VA_ARGS__));                                                \
-    if (st == MPX_OK && (dx)->dtype == MPX_F32) {                                                  \
-        mpx_cast_spec c = mpx_cast_plain(MPX_F32);                                                 \
-        c.scale = (factor);                                                                         \
-        cpu->cast(&c, (dx)->data, (dx)->data, (size_t)mpx_tensor_numel(dx));                       \
-    }                                                                                              \
-    return st
+    s.scale = (factor);                                                                            \
+    if ((factor) != 1.0f) g_scaled++;                                                              \
+    return done(&s, cpu->fn(__VA_ARGS__))
 
 static mpx_status conv_f(const mpx_conv2d_attr *a, ct *x, ct *w, ct *b, mt *y) {
     CALL(conv2d_forward, a, IN(x), IN(w), IN(b), OUT(y));
