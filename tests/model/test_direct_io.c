@@ -124,7 +124,7 @@ static mpx_status bn_b(const mpx_batchnorm_attr *a, ct *dy, ct *x, ct *g, ct *sm
 static mpx_status relu_f(ct *x, mt *y) { CALL(relu_forward, IN(x), OUT(y)); }
 static mpx_status relu_b(ct *dy, ct *y, mt *dx) { CALL(relu_backward, IN(dy), IN(y), GRAD(dx)); }
 static mpx_status pool_f(const mpx_pool2d_attr *a, ct *x, mt *y) {
-    CALL(maxpool2d_forward, a, IN(x), GRAD(y));
+    CALL(maxpool2d_forward, a, IN(x), OUT(y));
 }
 static mpx_status pool_b(const mpx_pool2d_attr *a, ct *dy, ct *x, ct *y, mt *dx) {
     CALL(maxpool2d_backward, a, IN(dy), IN(x), IN(y), GRAD(dx));
@@ -132,7 +132,7 @@ static mpx_status pool_b(const mpx_pool2d_attr *a, ct *dy, ct *x, ct *y, mt *dx)
 static mpx_status gap_f(ct *x, mt *y) { CALL(avgpool_global_forward, IN(x), OUT(y)); }
 static mpx_status gap_b(ct *dy, mt *dx) { CALL(avgpool_global_backward, IN(dy), GRAD(dx)); }
 static mpx_status lin_f(ct *x, ct *w, ct *b, mt *y) {
-    CALL(linear_forward, IN(x), IN(w), IN(b), GRAD(y));
+    CALL(linear_forward, IN(x), IN(w), IN(b), OUT(y));
 }
 static mpx_status lin_bd(ct *dy, ct *w, mt *dx) {
     CALL(linear_backward_data, IN(dy), IN(w), GRAD(dx));
@@ -170,7 +170,7 @@ static mpx_status ln_b(ct *dy, ct *x, ct *g, ct *m, ct *is, mt *dx, mt *dg, mt *
 }
 static mpx_status gelu_f(ct *x, mt *y) { CALL(gelu_forward, IN(x), OUT(y)); }
 static mpx_status gelu_b(ct *dy, ct *x, mt *dx) { CALL(gelu_backward, IN(dy), IN(x), GRAD(dx)); }
-static mpx_status emb_f(ct *ids, ct *w, mt *y) { CALL(embedding_forward, IN(ids), IN(w), GRAD(y)); }
+static mpx_status emb_f(ct *ids, ct *w, mt *y) { CALL(embedding_forward, IN(ids), IN(w), OUT(y)); }
 static mpx_status emb_b(ct *dy, ct *ids, mt *dw) {
     CALL(embedding_backward, IN(dy), IN(ids), GRAD(dw));
 }
