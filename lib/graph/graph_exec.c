@@ -50,6 +50,11 @@ float *scratch_take(mpx_graph *g, int64_t numel) {
 
 void scratch_reset(mpx_graph *g) { g->scratch_used = 0; }
 
+/* Scratch for `numel` elements of dtype dt (the plan counts FP32 elements, the most any holds). */
+static void *scratch_take_dtype(mpx_graph *g, int64_t numel, mpx_dtype dt) {
+    return scratch_take(g, (numel * (int64_t)mpx_dtype_size(dt) + 3) / 4);
+}
+
 static mpx_status scratch_fail(const mpx_graph *g, const char *what) {
     return mpx_fail(MPX_ERR_INTERNAL, "scratch plan too small for %s (%zu floats)", what,
                     g->scratch_floats);
@@ -296,7 +301,7 @@ mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v)
 mpx_status view_param_grad(mpx_graph *g, int param, mpx_tensor *v) {
     mpx_param *p = &g->params[param];
     const mpx_dtype dt = param_grad_direct(g, p) ? p->work_dtype : MPX_F32;
-    float *f = scratch_take(g, (p->numel * (int64_t)mpx_dtype_size(dt) + 3) / 4);
+    void *f = scratch_take_dtype(g, p->numel, dt);
     if (!f) return scratch_fail(g, p->name);
     *v = make_view(p->ndim, p->shape, dt, g->be->device, f);
     return MPX_OK;
@@ -310,7 +315,7 @@ mpx_status commit_param_grad(mpx_graph *g, gnode *n, int param, const mpx_tensor
     s.stats = g->bw->stats && n->layer >= 0 ? &g->dev_stats[2 * n->layer + 1] : NULL;
     void *stored = v->data;
     if (v->dtype != p->work_dtype) {
-        stored = scratch_take(g, (p->numel * (int64_t)mpx_dtype_size(p->work_dtype) + 3) / 4);
+        stored = scratch_take_dtype(g, p->numel, p->work_dtype);
         if (!stored) return scratch_fail(g, p->name);
     }
     if (stored != v->data || s.stats) g->be->cast(&s, v->data, stored, (size_t)p->numel);
