@@ -1,5 +1,6 @@
 /* activations.cu — the element-wise operators on the GPU: ReLU, residual add and GELU, forward
- * and backward, with the semantics of lib/ops/relu.c, add.c and gelu.c.
+ * and backward (and add with the ReLU after it fused), with the semantics of lib/ops/relu.c,
+ * add.c and gelu.c.
  *
  * Each element is loaded to FP32 from its tensor's storage dtype (F32, F16 or BF16, any mix),
  * computed with the CPU op's operations in the CPU op's order, every one a separately rounded
@@ -45,10 +46,14 @@ __global__ void relu_bwd(Arr dy, Arr y, OutArr dx, size_t n) {
         cuop_st(dx.p, dx.dt, i, cuop_ld(y.p, y.dt, i) > 0.0f ? cuop_ld(dy.p, dy.dt, i) : 0.0f);
 }
 
-__global__ void add_fwd(Arr a, Arr b, OutArr y, size_t n) {
+/* y = a + b, or with the ReLU after it fused (relu != 0): the select of relu_fwd on the FP32
+ * sum, rounded once into y's dtype. */
+__global__ void add_fwd(Arr a, Arr b, OutArr y, size_t n, int relu) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        cuop_st(y.p, y.dt, i, __fadd_rn(cuop_ld(a.p, a.dt, i), cuop_ld(b.p, b.dt, i)));
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float s = __fadd_rn(cuop_ld(a.p, a.dt, i), cuop_ld(b.p, b.dt, i));
+        cuop_st(y.p, y.dt, i, relu && s < 0.0f ? 0.0f : s);
+    }
 }
 
 /* Phi(x) = erfc(-x / sqrt(2)) / 2, the erfc form of gelu.c (accurate for negative x). */
@@ -116,16 +121,26 @@ extern "C" mpx_status mpx_relu_backward_cuda(const mpx_tensor *dy, const mpx_ten
     return MPX_OK;
 }
 
-extern "C" mpx_status mpx_add_forward_cuda(const mpx_tensor *a, const mpx_tensor *b,
-                                           mpx_tensor *y) {
-    static const char *op = "add forward";
+/* add forward, and add + relu forward (relu != 0). */
+static mpx_status add_launch(const char *op, const mpx_tensor *a, const mpx_tensor *b,
+                             mpx_tensor *y, int relu) {
     MPX_TRY(unary_check(op, "a", a, "b", b, "y", y));
     const size_t n = (size_t)mpx_tensor_numel(a);
     unsigned grid = 1;
     MPX_TRY(mpx_cuda_grid(n, &grid));
-    add_fwd<<<grid, kLaunchThreads>>>(in(a), in(b), out(y), n);
+    add_fwd<<<grid, kLaunchThreads>>>(in(a), in(b), out(y), n, relu);
     CUOP_LAUNCHED(op, "add", a);
     return MPX_OK;
+}
+
+extern "C" mpx_status mpx_add_forward_cuda(const mpx_tensor *a, const mpx_tensor *b,
+                                           mpx_tensor *y) {
+    return add_launch("add forward", a, b, y, 0);
+}
+
+extern "C" mpx_status mpx_add_relu_forward_cuda(const mpx_tensor *a, const mpx_tensor *b,
+                                                mpx_tensor *y) {
+    return add_launch("add+relu forward", a, b, y, 1);
 }
 
 extern "C" mpx_status mpx_gelu_forward_cuda(const mpx_tensor *x, mpx_tensor *y) {

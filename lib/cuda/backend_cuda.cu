@@ -193,6 +193,7 @@ static mpx_backend make_backend(void) {
     b.linear_backward_data = mpx_linear_backward_data_cuda;
     b.linear_backward_weights = mpx_linear_backward_weights_cuda;
     b.add_forward = mpx_add_forward_cuda;
+    b.add_relu_forward = mpx_add_relu_forward_cuda;
     b.softmax_ce_forward = mpx_softmax_ce_forward_cuda;
     b.softmax_ce_backward = mpx_softmax_ce_backward_cuda;
     b.linear_t_forward = mpx_linear_t_forward_cuda;

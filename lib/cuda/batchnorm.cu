@@ -200,15 +200,16 @@ __global__ void eval_stats(int64_t c, Vec gamma, Vec rm, Vec rv, float eps, floa
                                 __dsqrt_rn(__dadd_rn((double)ld(rv, (size_t)j), (double)eps)));
 }
 
-/* y = (x - mean) * scale + beta, FP32, rounded once into y's dtype. */
+/* y = (x - mean) * scale + beta, FP32, (with the fused ReLU: relu.c's select, NaN passes)
+ * rounded once into y's dtype. */
 __global__ void fwd_apply(Vec x, const float *mean, const float *scale, Vec beta, void *y,
-                          mpx_dtype ydt, int64_t c, size_t n) {
+                          mpx_dtype ydt, int64_t c, size_t n, int relu) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t j = i % (size_t)c;
         const float v =
             __fadd_rn(__fmul_rn(__fsub_rn(ld(x, i), mean[j]), scale[j]), ld(beta, j));
-        cuop_st(y, ydt, i, v);
+        cuop_st(y, ydt, i, relu && v < 0.0f ? 0.0f : v);
     }
 }
 
@@ -309,7 +310,8 @@ extern "C" mpx_status mpx_batchnorm_forward_cuda(const mpx_batchnorm_attr *a, co
     const size_t n = (size_t)mpx_tensor_numel(x);
     unsigned grid = 0;
     MPX_TRY(mpx_cuda_grid(n, &grid));
-    fwd_apply<<<grid, kLaunchThreads>>>(vec(x), mean, scale, vec(beta), y->data, y->dtype, c, n);
+    fwd_apply<<<grid, kLaunchThreads>>>(vec(x), mean, scale, vec(beta), y->data, y->dtype, c, n,
+                                        a->relu);
     CUOP_LAUNCHED(FWD, "normalize", y);
     return MPX_OK;
 }

@@ -175,6 +175,7 @@ static const mpx_backend g_cpu = {
     .linear_backward_data = mpx_linear_backward_data_cpu,
     .linear_backward_weights = mpx_linear_backward_weights_cpu,
     .add_forward = mpx_add_forward_cpu,
+    .add_relu_forward = mpx_add_relu_forward_cpu,
     .softmax_ce_forward = mpx_softmax_ce_forward_cpu,
     .softmax_ce_backward = mpx_softmax_ce_backward_cpu,
     .linear_t_forward = mpx_linear_t_forward_cpu,

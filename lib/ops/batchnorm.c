@@ -1,4 +1,5 @@
-/* batchnorm.c — batch normalization over the channel (last) dimension, forward and backward.
+/* batchnorm.c — batch normalization over the channel (last) dimension, forward (optionally with
+ * the ReLU after it fused: attr.relu) and backward.
  *
  * x [..., C] is viewed as [M, C]. Batch-norm is memory-bound, so every pass streams whole rows
  * (contiguous, vectorised over channels). Per-channel sums are accumulated in double over
@@ -150,11 +151,19 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
             scale[j] = (float)(g[j] / sqrt((double)rv[j] + a->eps));
         }
     }
+    /* The fused ReLU is relu.c's select on the FP32 result (NaN passes). */
+    const int relu = a->relu;
 #pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN)
     for (int64_t i = 0; i < m; i++) {
         const float *row = xd + i * c;
         float *out = yd + i * c;
-        for (int64_t j = 0; j < c; j++) out[j] = (row[j] - mean[j]) * scale[j] + bt[j];
+        if (relu)
+            for (int64_t j = 0; j < c; j++) {
+                const float v = (row[j] - mean[j]) * scale[j] + bt[j];
+                out[j] = v < 0.0f ? 0.0f : v;
+            }
+        else
+            for (int64_t j = 0; j < c; j++) out[j] = (row[j] - mean[j]) * scale[j] + bt[j];
     }
     return MPX_OK;
 }

@@ -76,7 +76,7 @@ static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
     mpx_tensor grm = dev_tensor(cf->stats, 1, cs, rm), grv = dev_tensor(cf->stats, 1, cs, rv);
     mpx_tensor gsm = dev_tensor(MPX_F32, 1, cs, NULL), gsi = dev_tensor(MPX_F32, 1, cs, NULL);
     mpx_tensor gdg = dev_tensor(cf->grad, 1, cs, NULL), gdb = dev_tensor(cf->grad, 1, cs, NULL);
-    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1}, ev = {1e-3f, 0.1f, 0};
+    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0}, ev = {1e-3f, 0.1f, 0, 0};
 
     /* training forward */
     CHECK_OK(mpx_batchnorm_forward_cpu(&tr, &hx, &hg, &hb, &hrm, &hrv, &hsm, &hsi, &hy));
@@ -129,6 +129,23 @@ static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
         float *got = dev_read(&gy);
         snprintf(what, sizeof what, "batchnorm inference forward %s x%s", cf->name, shp);
         check_exact(what, cf->act, got, y, n);
+        /* with the fused ReLU, inference and training (the running statistics each side
+         * updates start from the device's values) */
+        for (int training = 0; training < 2; training++) {
+            mpx_batchnorm_attr fr = training ? tr : ev;
+            fr.relu = 1;
+            dev_poison(&gy);
+            CHECK_OK(mpx_batchnorm_forward_cpu(&fr, &hx, &hg, &hb, &erm, &erv, &hsm, &hsi, &hy));
+            CHECK_OK(mpx_batchnorm_forward_cuda(&fr, &gx, &gg, &gb, &grm, &grv, &gsm, &gsi, &gy));
+            free(got);
+            got = dev_read(&gy);
+            snprintf(what, sizeof what, "batchnorm %s forward + relu %s x%s",
+                     training ? "training" : "inference", cf->name, shp);
+            check_exact(what, cf->act, got, y, n);
+            int zeros = 0;
+            for (size_t i = 0; i < n; i++) zeros += y[i] == 0.0f;
+            CHECK(zeros > 0, "%s: the ReLU zeroed nothing", what);
+        }
         free(got);
         free(rmd);
         free(rvd);
@@ -148,7 +165,7 @@ static void test_errors(void) {
     mpx_tensor v[6];
     for (int i = 0; i < 6; i++)
         v[i] = dev_tensor(MPX_F32, 1, cs, NULL);
-    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1}, ev = {1e-5f, 0.1f, 0};
+    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0}, ev = {1e-5f, 0.1f, 0, 0};
     CHECK(mpx_batchnorm_forward_cuda(&tr, &x, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &y) ==
               MPX_ERR_INPUT,
           "batchnorm forward: training with one row accepted");

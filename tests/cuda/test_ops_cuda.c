@@ -84,6 +84,14 @@ static void test_relu_add(void) {
             check_exact(what, dt, got, ref, n);
             free(got);
 
+            CHECK_OK(mpx_add_relu_forward_cpu(&hx, &hb, &href));
+            dev_poison(&gy);
+            CHECK_OK(mpx_add_relu_forward_cuda(&gx, &gb, &gy));
+            got = dev_read(&gy);
+            snprintf(what, sizeof what, "add+relu forward n=%zu", n);
+            check_exact(what, dt, got, ref, n);
+            free(got);
+
             dev_free(&gx), dev_free(&gdy), dev_free(&gb), dev_free(&gy), dev_free(&gyr);
             free(x), free(dy), free(b), free(ref), free(yr);
         }

@@ -1,4 +1,5 @@
-/* test_op_add.c — element-wise add against a double reference; error paths.
+/* test_op_add.c — element-wise add (and add with the ReLU fused) against a double reference;
+ * error paths.
  *
  * The sum of two floats computed in double is exact, and rounding it to float gives the
  * correctly rounded FP32 sum, which is what FP32 addition returns: results must match
@@ -29,6 +30,22 @@ static void check_size(int ndim, const int64_t *shape, uint64_t seed) {
     /* In place (y aliasing a), as residual connections may use it. */
     CHECK_OK(mpx_add_forward_cpu(&ta, &tb, &ta));
     CHECK(!memcmp(a, y, n * 4), "add in place differs");
+    /* With the ReLU fused: relu.c's select on the same rounded sum, bit for bit (a NaN passes,
+     * so does -0 + -0 = -0, and an exact cancellation's +0 stays +0). */
+    mpx_test_normal(a, n, 0, 100, seed + 2);
+    a[0] = NAN;
+    if (n > 2) b[1] = -a[1], a[2] = -0.0f, b[2] = -0.0f;
+    CHECK_OK(mpx_add_relu_forward_cpu(&ta, &tb, &ty));
+    size_t zeroed = 0;
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float s = (float)((double)a[i] + (double)b[i]), want = s < 0.0f ? 0.0f : s;
+        bad += memcmp(&y[i], &want, 4) != 0;
+        zeroed += y[i] == 0.0f;
+    }
+    CHECK(bad == 0, "add+relu: %zu of %zu results differ from relu of the rounded sum", bad, n);
+    CHECK(zeroed > n / 4 && isnan(y[0]), "add+relu: %zu of %zu zeroed, NaN %s", zeroed, n,
+          isnan(y[0]) ? "kept" : "lost");
     free(a), free(b), free(y);
 }
 
@@ -41,6 +58,9 @@ static void check_errors(void) {
     mpx_status s = mpx_add_forward_cpu(&ta, &t, &ty);
     CHECK(s == MPX_ERR_INPUT && strstr(mpx_error_message(), "b has shape [6,4]"),
           "add shape mismatch: %s", mpx_error_message());
+    s = mpx_add_relu_forward_cpu(&ta, &t, &ty);
+    CHECK(s == MPX_ERR_INPUT && strstr(mpx_error_message(), "add+relu forward: b has shape [6,4]"),
+          "add+relu shape mismatch: %s", mpx_error_message());
     t = ty;
     t.shape[2] = 3;
     s = mpx_add_forward_cpu(&ta, &tb, &t);

@@ -146,6 +146,9 @@ typedef struct mpx_backend {
     mpx_status (*linear_backward_weights)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
                                           mpx_tensor *);
     mpx_status (*add_forward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    /* Optional: y = max(a + b, 0) (ops.h); with it the executor fuses an add into the ReLU that
+     * is its sole consumer. */
+    mpx_status (*add_relu_forward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
     mpx_status (*softmax_ce_forward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
                                      mpx_tensor *);
     mpx_status (*softmax_ce_backward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);

@@ -150,6 +150,7 @@ mpx_status mpx_bmm_backward_cuda(const mpx_bmm_attr *at, const mpx_tensor *dc,
 mpx_status mpx_relu_forward_cuda(const mpx_tensor *x, mpx_tensor *y);
 mpx_status mpx_relu_backward_cuda(const mpx_tensor *dy, const mpx_tensor *y, mpx_tensor *dx);
 mpx_status mpx_add_forward_cuda(const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y);
+mpx_status mpx_add_relu_forward_cuda(const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y);
 mpx_status mpx_gelu_forward_cuda(const mpx_tensor *x, mpx_tensor *y);
 mpx_status mpx_gelu_backward_cuda(const mpx_tensor *dy, const mpx_tensor *x, mpx_tensor *dx);
 mpx_status mpx_softmax_forward_cuda(float scale, const mpx_tensor *x, const mpx_tensor *mask,

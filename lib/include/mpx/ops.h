@@ -72,10 +72,13 @@ mpx_status mpx_conv2d_describe(mpx_conv2d_pass pass, const mpx_conv2d_attr *a, c
  * mean [C] and invstd [C] = 1/sqrt(var + eps); running stats updated as
  * running = (1 - momentum) * running + momentum * batch (running_var uses unbiased var).
  * Eval (training = 0): running statistics, save_* untouched (may be NULL).
- * running_mean / running_var are always required; training needs M >= 2 rows. ---- */
+ * running_mean / running_var are always required; training needs M >= 2 rows.
+ * relu = 1 writes max(y, 0) instead (ReLU fused into the forward; the backward is unchanged,
+ * as it reads x, not y). ---- */
 typedef struct {
     float eps, momentum;
     int training;
+    int relu;
 } mpx_batchnorm_attr;
 mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tensor *x,
                                      const mpx_tensor *gamma, const mpx_tensor *beta,
@@ -123,6 +126,9 @@ mpx_status mpx_linear_t_backward_weights_cpu(const mpx_tensor *dy, const mpx_ten
 
 /* ---- element-wise add: y = a + b (same shapes). Backward: da = db = dy (copies). ---- */
 mpx_status mpx_add_forward_cpu(const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y);
+/* y = max(a + b, 0): a residual add with the ReLU after it fused (the same bits as add, then
+ * relu, on F32 data). */
+mpx_status mpx_add_relu_forward_cpu(const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y);
 
 /* ---- softmax cross-entropy, FP32: logits [M, K], labels I32 [M] (label < 0: ignored),
  * loss F32 [1] = mean over the counted rows of -log softmax(logits)[label];
