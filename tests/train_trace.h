@@ -1,7 +1,8 @@
 /* train_trace.h — a few training steps of small ResNet / BERT / SSD graphs on a given backend,
  * recorded bit for bit, for tests that require two ways of running the same training to agree
  * exactly (tests/model/test_direct_io.c: an instrumented CPU backend; tests/cuda/
- * test_direct_io_cuda.c: the CUDA backend with and without direct 16-bit I/O).
+ * test_direct_io_cuda.c: the CUDA backend with and without direct 16-bit I/O; tests/model/
+ * test_fusion.c: with and without ReLUs fused into their producers).
  *
  * Header-only (static functions): each test is its own executable. The models: a ResNet-20 at
  * width 0.25 with the ImageNet stem (7x7 / 2 conv and max-pool) on 16x16 images, a one-layer
@@ -30,6 +31,7 @@ typedef struct {
     const char *model, *mode, *scaling, *rounding;
     int decoded; /* precision.direct_io = false: the executor must not use the direct path */
     int fma;     /* precision.tensor_cores = false (a device then computes as with FP32 views) */
+    int unfused; /* mpx_graph_fuse(g, 0): every ReLU on its own */
 } variant;
 
 /* What a run produced, step by step. */
@@ -41,6 +43,8 @@ typedef struct {
     int n_layers;
     float *weights; /* every master weight at the end, concatenated */
     size_t n_weights;
+    int n_fused;          /* ReLUs fused into their producers */
+    size_t value_bytes;   /* the memory plan's activation values */
 } trace;
 
 static void set_i32(mpx_graph *g, int t, int64_t n, uint32_t mod, int32_t offset, uint64_t seed) {
@@ -64,6 +68,7 @@ static void compile_variant(mpx_graph *g, const variant *v, const mpx_backend *b
     mpx_precision_init(&p, v->mode, v->rounding, 3);
     p.direct_io = !v->decoded;
     p.tensor_cores = !v->fma;
+    mpx_graph_fuse(g, !v->unfused);
     CHECK_OK(mpx_graph_compile_backend(g, &p, be, seed));
 }
 
@@ -137,6 +142,10 @@ static void run(const variant *v, const mpx_backend *be, trace *tr) {
     mpx_optimizer *opt;
     CHECK_OK(mpx_optimizer_create(g, &oc, &opt));
     tr->n_layers = mpx_graph_n_layers(g);
+    tr->n_fused = mpx_graph_n_fused(g);
+    mpx_memory_plan plan;
+    mpx_graph_memory(g, &plan);
+    tr->value_bytes = plan.values;
     for (int s = 0; s < STEPS; s++) {
         mpx_graph_set_step(g, s);
         CHECK_OK(mpx_graph_forward(g, 1));
@@ -168,13 +177,13 @@ static void trace_free(trace *tr) {
     free(tr->weights);
 }
 
-/* a (FP32 views) and b (direct) must agree in every bit: each step's loss, non-finite count and
+/* a and b (e.g. FP32 views and direct, or unfused and fused) must agree in every bit: each step's loss, non-finite count and
  * gradient norm, every statistics row, and the final weights. */
 static void compare_traces(const char *what, const trace *a, const trace *b) {
     for (int s = 0; s < STEPS; s++) {
         CHECK(isfinite(a->loss[s]), "%s step %d: loss %g", what, s, (double)a->loss[s]);
         CHECK(memcmp(&a->loss[s], &b->loss[s], sizeof(float)) == 0,
-              "%s step %d: loss %.9g (FP32 views) vs %.9g (direct)", what, s,
+              "%s step %d: loss %.9g (a) vs %.9g (b)", what, s,
               (double)a->loss[s], (double)b->loss[s]);
         CHECK(a->nonfinite[s] == b->nonfinite[s], "%s step %d: non-finite %lld vs %lld", what, s,
               (long long)a->nonfinite[s], (long long)b->nonfinite[s]);
@@ -188,7 +197,7 @@ static void compare_traces(const char *what, const trace *a, const trace *b) {
     size_t first = a->n_weights;
     for (size_t i = 0; i < a->n_weights && first == a->n_weights; i++)
         if (memcmp(&a->weights[i], &b->weights[i], sizeof(float)) != 0) first = i;
-    CHECK(first == a->n_weights, "%s: weight %zu is %.9g (FP32 views) vs %.9g (direct)", what,
+    CHECK(first == a->n_weights, "%s: weight %zu is %.9g (a) vs %.9g (b)", what,
           first, first < a->n_weights ? (double)a->weights[first] : 0.0,
           first < a->n_weights ? (double)b->weights[first] : 0.0);
 }

@@ -60,9 +60,10 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
     mpx_memory_plan *pl = &g->plan;
     memset(pl, 0, sizeof *pl);
 
-    /* Values and saved state live for the whole step. */
+    /* Values and saved state live for the whole step; an elided value takes no memory. */
     for (int i = 0; i < g->n_tensors; i++)
-        pl->values += align_up((size_t)g->tensors[i].numel * mpx_dtype_size(g->tensors[i].dtype));
+        if (!g->tensors[i].elided)
+            pl->values += align_up((size_t)g->tensors[i].numel * mpx_dtype_size(g->tensors[i].dtype));
     for (int i = 0; i < nn; i++)
         for (int a = 0; a < g->nodes[i].n_aux; a++)
             pl->saved += align_up((size_t)g->nodes[i].aux_numel[a] *
@@ -135,8 +136,11 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
     char *v = g->arena_values;
     for (int i = 0; i < g->n_tensors; i++) {
         gtensor *t = &g->tensors[i];
-        t->value = v;
-        v += align_up((size_t)t->numel * mpx_dtype_size(t->dtype));
+        t->value = NULL;
+        if (!t->elided) {
+            t->value = v;
+            v += align_up((size_t)t->numel * mpx_dtype_size(t->dtype));
+        }
         if (gb[i].size) t->grad = (char *)g->arena_grads + gb[i].offset;
     }
     nbb = 0;
@@ -187,6 +191,41 @@ static mpx_status add_observer(gtensor *t, int l) {
     t->observer[slot] = l;
     return MPX_OK;
 }
+
+/* Fuse each ReLU into the batch-norm or add that makes its only input, when that node's output
+ * has no other reader: forward, the producer writes max(y, 0) into the ReLU's output and y is
+ * never stored (nor given memory). Nothing else changes: batch-norm's backward reads its input
+ * and saved statistics, add's reads nothing, ReLU's reads its own output, and the gradients —
+ * what the statistics observe — are made as before. The one difference in bits: a negative
+ * batch-norm or add result that 16-bit storage would have rounded to -0 is stored as +0 (the
+ * fused op takes the ReLU before the rounding; the unfused ReLU passes -0 through). The value
+ * keeps its own stochastic-rounding stream (round_id), so the stored bits are otherwise those
+ * of the unfused graph in every rounding mode. */
+static void plan_fusion(mpx_graph *g) {
+    g->n_fused = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        g->tensors[i].elided = 0;
+        g->tensors[i].round_id = i;
+    }
+    for (int i = 0; i < g->n_nodes; i++) g->nodes[i].fused_relu = g->nodes[i].fused_into = -1;
+    if (g->no_fusion) return;
+    for (int i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        gtensor *t = &g->tensors[n->out];
+        if (!(n->op == OP_BATCHNORM || (n->op == OP_ADD && g->be->add_relu_forward))) continue;
+        if (t->n_consumers != 1 || n->out == g->loss_tensor) continue;
+        gnode *r = &g->nodes[t->consumers[0]];
+        if (r->op != OP_RELU) continue;
+        n->fused_relu = t->consumers[0];
+        r->fused_into = i;
+        t->elided = 1;
+        g->tensors[r->out].round_id = n->out;
+        g->n_fused++;
+    }
+}
+
+void mpx_graph_fuse(mpx_graph *g, int on) { g->no_fusion = !on; }
+int mpx_graph_n_fused(const mpx_graph *g) { return g->n_fused; }
 
 static mpx_status init_state(mpx_graph *g, uint64_t seed) {
     int64_t biggest = 1;
@@ -288,6 +327,7 @@ mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *prec,
         }
     }
 
+    plan_fusion(g);
     mpx_status st = plan_and_allocate(g);
     if (st == MPX_OK) {
         g->dev_stats = g->be->alloc((size_t)(g->n_layers > 0 ? g->n_layers : 1) * 2 *
@@ -411,8 +451,9 @@ void mpx_graph_print_plan(const mpx_graph *g, FILE *f) {
     const double mib = 1.0 / (1 << 20);
     fprintf(f, "memory plan (%s, %s storage):\n", g->be ? g->be->name : "?",
             mpx_dtype_name(g->prec.low));
-    fprintf(f, "  activations      %10.1f MiB  (%d tensors, kept for backward)\n", p->values * mib,
-            g->n_tensors);
+    fprintf(f, "  activations      %10.1f MiB  (%d tensors, kept for backward; %d not stored: "
+            "ReLUs fused into the op before them)\n", p->values * mib, g->n_tensors - g->n_fused,
+            g->n_fused);
     fprintf(f, "  gradients        %10.1f MiB  (shared by lifetime)\n", p->grads * mib);
     fprintf(f, "  branch gradients %10.1f MiB  (FP32: fan-out merges, statistics shadows)\n",
             p->branches * mib);

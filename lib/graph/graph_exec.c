@@ -118,7 +118,7 @@ mpx_status view_output(mpx_graph *g, int tensor, mpx_tensor *v) {
 mpx_status commit_value(mpx_graph *g, int tensor, const mpx_tensor *v) {
     gtensor *t = &g->tensors[tensor];
     if (v->data == t->value) return MPX_OK;
-    mpx_cast_spec s = storage_cast(g, t->dtype, round_stream(g->step, tensor, RS_VALUE));
+    mpx_cast_spec s = storage_cast(g, t->dtype, round_stream(g->step, t->round_id, RS_VALUE));
     g->be->cast(&s, v->data, t->value, (size_t)t->numel);
     return MPX_OK;
 }
@@ -695,6 +695,9 @@ mpx_status mpx_graph_read(const mpx_graph *cg, int tensor, float *host) {
     mpx_graph *g = (mpx_graph *)cg; /* reading uses the scratch arena */
     const gtensor *t = &g->tensors[tensor];
     if (t->is_label) return mpx_fail(MPX_ERR_INPUT, "'%s' holds labels", t->name);
+    if (t->elided)
+        return mpx_fail(MPX_ERR_INPUT, "'%s' is not stored: the ReLU after it is fused into its "
+                        "forward (mpx_graph_fuse(g, 0) before compiling keeps it)", t->name);
     return read_stored(g, t, t->dtype, t->value, 1.0, host);
 }
 

@@ -42,6 +42,9 @@ typedef struct {
     int64_t numel;
     mpx_tensor_role role;    /* ACTIVATION, or REDUCTION for losses */
     int is_label;            /* I32 labels: no gradient, never cast */
+    int elided;              /* value never stored: its producer writes its ReLU's output instead */
+    int round_id;            /* the tensor whose stochastic-rounding stream rounds this value (itself,
+                              * or the elided tensor a fused ReLU's output stands for) */
     mpx_dtype dtype;         /* storage of the value (compile) */
     mpx_dtype grad_dtype;    /* storage of the gradient (compile) */
     int producer;            /* node index */
@@ -109,6 +112,8 @@ typedef struct {
     int layer;               /* observed-layer index or -1 */
     int is_gemm_layer;       /* conv / linear: adaptive scaling gives it a factor */
     int seeds_gradient;      /* the loss: its backward starts the gradient flow */
+    int fused_relu;          /* batch-norm or add: the ReLU node whose output its forward writes */
+    int fused_into;          /* ReLU: the node whose forward writes its output (its own is skipped) */
     int64_t fan_in;
     /* per-node precision state */
     double s_prev;           /* scale of the gradient entering the backward (last step) */
@@ -135,6 +140,8 @@ struct mpx_graph {
     int loss_tensor;
 
     int keep_grads;          /* no gradient-buffer sharing (tests) */
+    int no_fusion;           /* run every ReLU on its own (mpx_graph_fuse) */
+    int n_fused;             /* ReLUs fused into their producers (compile) */
     int profile;             /* time every node */
     int time_scaling;        /* time the merges and adaptive factors (mpx_graph_time_scaling) */
     double scaling_s;        /* their seconds so far */

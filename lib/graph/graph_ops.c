@@ -133,6 +133,8 @@ static mpx_status gemm_operand(mpx_graph *g, mpx_tensor *v) {
 mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
     const mpx_backend *be = g->be;
     mpx_tensor x, y, w, b, b2;
+    /* A node with a fused ReLU writes the ReLU's output (compile: plan_fusion). */
+    const int out = n->fused_relu >= 0 ? g->nodes[n->fused_relu].out : n->out;
     switch (n->op) {
     case OP_INPUT: return MPX_OK;
     case OP_CONV2D:
@@ -159,16 +161,18 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
         NEED(batchnorm_forward);
         mpx_batchnorm_attr a = n->attr.bn;
         a.training = training;
+        a.relu = n->fused_relu >= 0;
         mpx_tensor rm = buffer_view(g, n->buffer[0]), rv = buffer_view(g, n->buffer[1]);
         mpx_tensor sm = aux_view(g, n, 0), si = aux_view(g, n, 1);
         MPX_TRY(view_value(g, n->in[0], &x));
         MPX_TRY(view_param(g, n->param[0], &w));
         MPX_TRY(view_param(g, n->param[1], &b));
-        MPX_TRY(view_output(g, n->out, &y));
+        MPX_TRY(view_output(g, out, &y));
         MPX_TRY(be->batchnorm_forward(&a, &x, &w, &b, &rm, &rv, &sm, &si, &y));
         break;
     }
     case OP_RELU:
+        if (n->fused_into >= 0) return MPX_OK; /* its producer's forward wrote it */
         NEED(relu_forward);
         MPX_TRY(view_value(g, n->in[0], &x));
         MPX_TRY(view_output(g, n->out, &y));
@@ -190,8 +194,8 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
         NEED(add_forward);
         MPX_TRY(view_value(g, n->in[0], &x));
         MPX_TRY(view_value(g, n->in[1], &b2));
-        MPX_TRY(view_output(g, n->out, &y));
-        MPX_TRY(be->add_forward(&x, &b2, &y));
+        MPX_TRY(view_output(g, out, &y));
+        MPX_TRY(n->fused_relu >= 0 ? be->add_relu_forward(&x, &b2, &y) : be->add_forward(&x, &b2, &y));
         break;
     case OP_SOFTMAX_CE: {
         NEED(softmax_ce_forward);
@@ -303,7 +307,7 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
     }
     default: return mpx_fail(MPX_ERR_INTERNAL, "unknown op %d", (int)n->op);
     }
-    return commit_value(g, n->out, &y);
+    return commit_value(g, out, &y);
 }
 
 /* Weight (and bias) gradients of conv/linear and their commits. */
