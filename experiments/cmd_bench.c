@@ -54,6 +54,8 @@ static void write_json(FILE *f, const char *config, const mpx_bench_result *r, i
     fprintf(f, "  \"peak_rss_mib\": %.1f,\n", r->peak_rss / 1048576.0);
     if (r->has_scratch_peak)
         fprintf(f, "  \"device_scratch_peak_mib\": %.1f,\n", r->scratch_peak / 1048576.0);
+    if (r->conv16_fallbacks >= 0)
+        fprintf(f, "  \"conv16_fallbacks\": %lld,\n", (long long)r->conv16_fallbacks);
     fprintf(f, "  \"variants\": [\n");
     for (int i = 0; i < r->n; i++) {
         const mpx_bench_row *w = &r->rows[i];
@@ -167,6 +169,9 @@ int cmd_bench(int argc, char **argv) {
     if (r.has_scratch_peak)
         printf("device scratch peak: %.1f MiB (operator scratch and cuDNN's workspace, beyond the "
                "arenas)\n", r.scratch_peak / 1048576.0);
+    if (r.conv16_fallbacks >= 0)
+        printf("convolution plans on 16-bit data run on FP32 data instead (cuDNN could not run "
+               "them): %lld\n", (long long)r.conv16_fallbacks);
     if (r.has_overheads) {
         static const char *const what[MPX_OVERHEAD_KINDS] = {
             "statistics every step", "statistics every 100 steps",

@@ -149,7 +149,8 @@ bench() { # [MODES=LIST] bench NAME CONFIG [overrides...]
             sed -E 's/.*"name": "([a-z0-9]+)".*"samples_per_s": ([0-9.e+]+).*"gflops": ([0-9.e+]+).*"host_waits_per_step": ([0-9.e+]+).*/\1 \2 \3 \4/')
     result "bench $name" "$(echo "$rates" | awk '{ printf "%s %.0f/s %.1f TFLOP/s %g waits  ", $1, $2, $3 / 1000, $4 }
       $1 == "fp32" { b = $2 } $1 == "tf32" { t = $2 } $1 == "fp16" { h = $2 }
-      END { if (b > 0) printf "fp16/fp32 %.2fx", h / b; if (t > 0) printf "  fp16/tf32 %.2fx", h / t }')"
+      END { if (b > 0) printf "fp16/fp32 %.2fx", h / b; if (t > 0) printf "  fp16/tf32 %.2fx", h / t }')$(
+      sed -n 's/.*"conv16_fallbacks": \([0-9]*\).*/  16-bit conv plans on FP32 data: \1/p' "$log/bench_$name.json")"
   else
     bench_ok=0; result "bench $name" "FAIL (see bench_$name.log)"; tail -6 "$log/bench_$name.log" | tee -a "$main"
   fi

@@ -168,6 +168,7 @@ static mpx_backend make_backend(void) {
     b.host_waits = mpx_cuda_host_waits;
     b.last_error = mpx_backend_cuda_error;
     b.scratch_peak = mpx_cuda_scratch_peak;
+    b.conv16_fallbacks = mpx_cuda_conv16_fallbacks;
     b.gemm_operands = cuda_gemm_operands;
     b.cast = cuda_cast;
     b.decode = cuda_decode;

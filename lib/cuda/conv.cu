@@ -21,8 +21,11 @@
  * rounding) must not be rounded on the way. Backward-data's scaled form passes its factor (a
  * power of two) as cuDNN's alpha, which multiplies the FP32 result before the one rounding:
  * exact, the unscaled result times the factor. The weight gradient is computed in KRSC scratch
- * (FP32, or the 16-bit format) and reordered into HWIO with at most that one rounding. The bias gradient is a column sum of dy in double in row order (one thread per
- * channel), the order of the CPU's SGEMM path.
+ * (FP32, or the 16-bit format) and reordered into HWIO with at most that one rounding. The bias
+ * gradient is a column sum of dy in double in row order (one thread per channel), the order of
+ * the CPU's SGEMM path. A 16-bit plan cuDNN cannot run (no algorithm, or a "not supported"
+ * status from the call) is remembered and counted (mpx_cuda_conv16_fallbacks): the pass then
+ * runs on FP32 data, correct but slower, and `mpx bench --device cuda` shows the count.
  *
  * Algorithms: chosen once per (pass, shape, math, data type) with cudnnGet*Algorithm_v7
  * (heuristics, no timing, so the choice cannot depend on the machine's load), taking the first
@@ -156,7 +159,8 @@ struct Key {
 };
 struct Entry {
     Key key;
-    int used, algo; /* algo -1: cuDNN offered none (remembered, so that it is asked once) */
+    int used, algo; /* algo -1: cuDNN offered none, or refused to run a 16-bit plan
+                     * (remembered, so that it is asked once) */
     cudnnMathType_t math;
     size_t ws;
 };
@@ -173,14 +177,30 @@ Entry g_table[kTable];
 int g_next = 0;
 void *g_ws = nullptr;
 size_t g_ws_cap = 0;
+int64_t g_fallbacks = 0; /* 16-bit plans found unusable (mpx_cuda_conv16_fallbacks) */
 
-/* cuDNN's "not supported" family (3000-3999) is MPX_ERR_UNSUPPORTED, on which the 16-bit
- * passes fall back to FP32 data; anything else is a backend failure. */
+/* cuDNN's statuses for "this configuration is not supported" (pattern, shape, data type,
+ * layout, padding, shared memory, launch parameters) are MPX_ERR_UNSUPPORTED, on which the
+ * 16-bit passes fall back to FP32 data. The rest of its 3000 family says the installation
+ * cannot run it (driver, runtime, architecture, a missing sublibrary): a backend failure, which
+ * must not turn into a quiet fallback. */
+int cudnn_unsupported(cudnnStatus_t st) {
+    switch (st) {
+    case CUDNN_STATUS_NOT_SUPPORTED:
+    case CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN:
+    case CUDNN_STATUS_NOT_SUPPORTED_SHAPE:
+    case CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE:
+    case CUDNN_STATUS_NOT_SUPPORTED_LAYOUT:
+    case CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT:
+    case CUDNN_STATUS_NOT_SUPPORTED_PADDING:
+    case CUDNN_STATUS_NOT_SUPPORTED_BAD_LAUNCH_PARAM: return 1;
+    default: return 0;
+    }
+}
+
 mpx_status cudnn_fail(const char *op, const char *what, cudnnStatus_t st) {
-    const int unsupported =
-        st >= CUDNN_STATUS_NOT_SUPPORTED && st < CUDNN_STATUS_NOT_SUPPORTED + 1000;
-    return mpx_fail(unsupported ? MPX_ERR_UNSUPPORTED : MPX_ERR_BACKEND, "%s: %s: %s", op, what,
-                    cudnnGetErrorString(st));
+    return mpx_fail(cudnn_unsupported(st) ? MPX_ERR_UNSUPPORTED : MPX_ERR_BACKEND, "%s: %s: %s",
+                    op, what, cudnnGetErrorString(st));
 }
 
 #define CUDNN_TRY(op, expr)                                                                        \
@@ -321,22 +341,34 @@ mpx_status no_algorithm(const char *op, const mpx_conv2d_attr *a, const Geom &g,
  * first use (a shape cuDNN has no usable algorithm for is remembered too);
  * the descriptor's math type is set to the one it runs in (run_math) before the workspace is
  * sized and for the call. */
-mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores,
-                     cudnnDataType_t data, cudnnHandle_t h, const Descs &d, int *algo,
-                     size_t *ws) {
-    const char *op = kPass[pass];
+Key make_key(int pass, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores,
+             cudnnDataType_t data) {
     Key key;
     memset(&key, 0, sizeof key);
     key = Key{pass,        g.n,         g.h,      g.w,      g.c,         g.k, g.kh,
               g.kw,        a->stride_h, a->stride_w, a->pad_h, a->pad_w, tensor_cores, (int)data};
+    return key;
+}
+
+/* The table entry of `key`, or NULL. */
+Entry *find_entry(const Key &key) {
     for (int i = 0; i < kTable && g_table[i].used; i++) /* filled in order from 0 */
-        if (memcmp(&g_table[i].key, &key, sizeof key) == 0) {
-            if (g_table[i].algo < 0) return no_algorithm(op, a, g, tensor_cores, data);
-            *algo = g_table[i].algo;
-            *ws = g_table[i].ws;
-            CUDNN_TRY(op, cudnnSetConvolutionMathType(d.conv, g_table[i].math));
-            return MPX_OK;
-        }
+        if (memcmp(&g_table[i].key, &key, sizeof key) == 0) return &g_table[i];
+    return nullptr;
+}
+
+mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores,
+                     cudnnDataType_t data, cudnnHandle_t h, const Descs &d, int *algo,
+                     size_t *ws) {
+    const char *op = kPass[pass];
+    const Key key = make_key(pass, a, g, tensor_cores, data);
+    if (const Entry *hit = find_entry(key)) {
+        if (hit->algo < 0) return no_algorithm(op, a, g, tensor_cores, data);
+        *algo = hit->algo;
+        *ws = hit->ws;
+        CUDNN_TRY(op, cudnnSetConvolutionMathType(d.conv, hit->math));
+        return MPX_OK;
+    }
     enum { kMax = 16 };
     int got = 0, chosen = -1;
     cudnnMathType_t math = CUDNN_FMA_MATH;
@@ -393,6 +425,7 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tens
     e.algo = chosen;
     e.math = math;
     e.ws = bytes;
+    if (chosen < 0 && data != CUDNN_DATA_FLOAT) g_fallbacks++;
     if (chosen < 0) return no_algorithm(op, a, g, tensor_cores, data);
     *algo = chosen;
     *ws = bytes;
@@ -413,6 +446,20 @@ mpx_status plan_pass(int pass, const char *op, const mpx_conv2d_attr *a, const G
     MPX_TRY(make_descs(op, a, g, tensor_cores, data, &p->d));
     MPX_TRY(pick_algo(pass, a, g, tensor_cores, data, h, p->d, &p->algo, &p->ws_bytes));
     return workspace(p->ws_bytes, &p->ws);
+}
+
+/* A 16-bit pass's cuDNN call failed with `st`: when cuDNN does not support it, the plan is
+ * remembered as unusable (the next call of this pass and shape goes straight to FP32 data,
+ * without building descriptors and reordering weights for a call that fails) and counted. */
+mpx_status refused16(int pass, const mpx_conv2d_attr *a, const Geom &g, cudnnDataType_t data,
+                     const char *what, cudnnStatus_t st) {
+    const mpx_status r = cudnn_fail(kPass[pass], what, st);
+    Entry *e = r == MPX_ERR_UNSUPPORTED ? find_entry(make_key(pass, a, g, 1, data)) : nullptr;
+    if (e && e->algo >= 0) {
+        e->algo = -1;
+        g_fallbacks++;
+    }
+    return r;
 }
 
 /* Scratch freed at scope exit (stream-ordered). */
@@ -518,9 +565,12 @@ mpx_status forward16(const char *op, const mpx_conv2d_attr *a, const Geom &g, cu
     const void *wk = nullptr;
     MPX_TRY(weights_krsc(op, w, g, x->dtype, &s, 0, &wk));
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(op, cudnnConvolutionForward(h, &one, p.d.x, x->data, p.d.w, wk, p.d.conv,
-                                          (cudnnConvolutionFwdAlgo_t)p.algo, p.ws, p.ws_bytes,
-                                          &zero, p.d.y, y->data));
+    const cudnnStatus_t st =
+        cudnnConvolutionForward(h, &one, p.d.x, x->data, p.d.w, wk, p.d.conv,
+                                (cudnnConvolutionFwdAlgo_t)p.algo, p.ws, p.ws_bytes, &zero,
+                                p.d.y, y->data);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return refused16(MPX_CONV_FORWARD, a, g, data, "cudnnConvolutionForward", st);
     return MPX_OK;
 }
 
@@ -537,9 +587,12 @@ mpx_status backward_data16(const char *op, const mpx_conv2d_attr *a, float scale
     const void *wk = nullptr;
     MPX_TRY(weights_krsc(op, w, g, w->dtype, &s, 0, &wk));
     const float zero = 0.0f;
-    CUDNN_TRY(op, cudnnConvolutionBackwardData(h, &scale, p.d.w, wk, p.d.y, dy->data, p.d.conv,
-                                               (cudnnConvolutionBwdDataAlgo_t)p.algo, p.ws,
-                                               p.ws_bytes, &zero, p.d.x, dx->data));
+    const cudnnStatus_t st =
+        cudnnConvolutionBackwardData(h, &scale, p.d.w, wk, p.d.y, dy->data, p.d.conv,
+                                     (cudnnConvolutionBwdDataAlgo_t)p.algo, p.ws, p.ws_bytes,
+                                     &zero, p.d.x, dx->data);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return refused16(MPX_CONV_BACKWARD_DATA, a, g, data, "cudnnConvolutionBackwardData", st);
     return MPX_OK;
 }
 
@@ -557,13 +610,22 @@ mpx_status backward_weights16(const char *op, const mpx_conv2d_attr *a, const Ge
     const size_t nw = (size_t)mpx_tensor_numel(dw);
     MPX_TRY(cuop_scratch(nw * mpx_dtype_size(dw->dtype), &s.p[0]));
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(op, cudnnConvolutionBackwardFilter(h, &one, p.d.x, x->data, p.d.y, dy->data,
-                                                 p.d.conv, (cudnnConvolutionBwdFilterAlgo_t)p.algo,
-                                                 p.ws, p.ws_bytes, &zero, p.d.w, s.p[0]));
+    const cudnnStatus_t st =
+        cudnnConvolutionBackwardFilter(h, &one, p.d.x, x->data, p.d.y, dy->data, p.d.conv,
+                                       (cudnnConvolutionBwdFilterAlgo_t)p.algo, p.ws, p.ws_bytes,
+                                       &zero, p.d.w, s.p[0]);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return refused16(MPX_CONV_BACKWARD_WEIGHTS, a, g, data, "cudnnConvolutionBackwardFilter",
+                         st);
     return weights_hwio(op, s.p[0], dw->dtype, g, dw);
 }
 
 } // namespace
+
+extern "C" int64_t mpx_cuda_conv16_fallbacks(void) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    return g_fallbacks;
+}
 
 extern "C" mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mpx_tensor *x,
                                               const mpx_tensor *w, const mpx_tensor *b,

@@ -273,6 +273,7 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         const mpx_backend *be = mpx_graph_backend(v[0].g);
         res->has_scratch_peak = be->scratch_peak != NULL;
         res->scratch_peak = be->scratch_peak ? be->scratch_peak() : 0;
+        res->conv16_fallbacks = be->conv16_fallbacks ? be->conv16_fallbacks() : -1;
         res->n = 0;
         for (int i = 0; i < nv; i++) {
             mpx_bench_row *row = &res->rows[res->n++];

@@ -2,7 +2,8 @@
  * forward (with and without bias), backward-data and backward-weights (with and without the
  * bias gradient) on 1x1, 1x1 stride 2, 3x3 stride 1 and 2 with padding, an asymmetric 5x3
  * kernel with different strides and pads per axis, odd channel counts and batch > 1, in F32,
- * F16 and BF16 storage and a mixed configuration; backward-data's scaled form too.
+ * F16 and BF16 storage and a mixed configuration; backward-data's scaled form too, and on the
+ * all-16-bit path the ends of F16's range (test_f16_extremes).
  *
  * Tolerances (ops_cuda_util.h has the comparison rule). A convolution output is a sum of K
  * products: K = C KH KW for the forward pass, K KH KW (at most) for backward-data, N OH OW for
@@ -169,6 +170,70 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
         free(host[i]);
 }
 
+/* The ends of F16's range on the all-16-bit path (F16 storage declared, so cuDNN runs on the
+ * 16-bit data and rounds its outputs itself), 3x3 convolutions of C = K = 8 channels:
+ *  - a factor applied before the rounding: dy of magnitude about 2^-20 (F16 subnormals, as
+ *    they are stored) times w in [-1, 1): backward-data's unscaled sums (about 2^-18) would be
+ *    F16 subnormals with a few bits; scaled by 2^10 they are normal, and must meet the test
+ *    bound against the CPU's FP32 result times the factor (a rounding before the scaling
+ *    would miss it by up to 2^-4 relative);
+ *  - an overflow is Inf, not a saturated 65504 (the executor's non-finite count, which makes a
+ *    loss scaler skip the step, only sees Inf and NaN): w = 1 and dy of +-[2^9, 2^10), one
+ *    sign per image, give backward-data sums of 32 to 72 such terms, times 2^8 beyond 2^22;
+ *    and the weight gradient of x = +-2^8 (the sign of the image's dy) sums up to 72 positive
+ *    products of 2^17 (FP32 holds the sum; F16 cannot). */
+static void test_f16_extremes(void) {
+    CHECK_OK(mpx_cuda_set_operand_format(MPX_F16));
+    const conv_shape sh = {2, 6, 6, 8, 8, 3, 3, 1, 1, 1, 1};
+    const mpx_conv2d_attr at = {1, 1, 1, 1};
+    const int64_t xs[4] = {2, 6, 6, 8}, ws[4] = {3, 3, 8, 8}, ys[4] = {2, 6, 6, 8};
+    const size_t nx = numel_of(4, xs), nw = numel_of(4, ws), ny = numel_of(4, ys);
+    float *w = rand_in(MPX_F16, nw, -1, 1, 71), *dy = rand_in(MPX_F32, ny, -1, 1, 72);
+    for (size_t i = 0; i < ny; i++) dy[i] = mpx_round_to(MPX_F16, ldexpf(dy[i], -20));
+    float *aw = abs_copy(w, nw), *ady = abs_copy(dy, ny), *ref = hbuf(nx), *mag = hbuf(nx);
+    mpx_tensor hw = host_t(4, ws, w), hdy = host_t(4, ys, dy), haw = host_t(4, ws, aw),
+               hady = host_t(4, ys, ady), hdx = host_t(4, xs, ref), hm = host_t(4, xs, mag);
+    mpx_tensor gw = dev_tensor(MPX_F16, 4, ws, w), gdy = dev_tensor(MPX_F16, 4, ys, dy);
+    mpx_tensor gdx = dev_tensor(MPX_F16, 4, xs, NULL);
+    CHECK_OK(mpx_conv2d_backward_data_cpu(&at, &hdy, &hw, &hdx));
+    CHECK_OK(mpx_conv2d_backward_data_cpu(&at, &hady, &haw, &hm));
+    const float factor = 1024.0f;
+    CHECK_OK(mpx_conv2d_backward_data_scaled_cuda(&at, factor, &gdy, &gw, &gdx));
+    float *got = dev_read(&gdx);
+    for (size_t i = 0; i < nx; i++) ref[i] *= factor, mag[i] *= factor;
+    check_close("conv2d backward-data of F16 subnormals scaled by 2^10", MPX_F16, got, ref, mag,
+                nx, conv_rel((int64_t)sh.k * sh.kh * sh.kw), 0);
+    free(got);
+
+    /* overflow */
+    for (size_t i = 0; i < nw; i++) w[i] = 1.0f;
+    for (size_t i = 0; i < ny; i++)
+        dy[i] = mpx_round_to(MPX_F16, (i < ny / 2 ? 1.0f : -1.0f) * (512.0f + fabsf(dy[i]) * 0x1p20f));
+    float *x = hbuf(nx);
+    for (size_t i = 0; i < nx; i++) x[i] = i < nx / 2 ? 256.0f : -256.0f; /* x dy > 0 */
+    mpx_tensor gw1 = dev_tensor(MPX_F16, 4, ws, w), gdy1 = dev_tensor(MPX_F16, 4, ys, dy);
+    mpx_tensor gx = dev_tensor(MPX_F16, 4, xs, x), gdw = dev_tensor(MPX_F16, 4, ws, NULL);
+    CHECK_OK(mpx_conv2d_backward_data_scaled_cuda(&at, 256.0f, &gdy1, &gw1, &gdx));
+    got = dev_read(&gdx);
+    size_t bad = 0;
+    for (size_t i = 0; i < nx; i++) bad += !(isinf(got[i]) && (got[i] > 0) == (i < nx / 2));
+    CHECK(bad == 0, "conv2d backward-data overflowing F16: %zu of %zu not the signed Inf "
+          "(first: %g)", bad, nx, (double)got[0]);
+    free(got);
+    CHECK_OK(mpx_conv2d_backward_weights_cuda(&at, &gdy1, &gx, &gdw, NULL));
+    got = dev_read(&gdw);
+    bad = 0;
+    for (size_t i = 0; i < nw; i++) bad += !isinf(got[i]);
+    CHECK(bad == 0, "conv2d backward-weights overflowing F16: %zu of %zu not Inf (first: %g)",
+          bad, nw, (double)got[0]);
+    free(got);
+    check_device_clean("f16 extremes");
+    mpx_tensor *dev[] = {&gw, &gdy, &gdx, &gw1, &gdy1, &gx, &gdw};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        dev_free(dev[i]);
+    free(w), free(dy), free(aw), free(ady), free(ref), free(mag), free(x);
+}
+
 /* The CPU op's argument checks, on device tensors. */
 static void test_errors(void) {
     const int64_t xs[4] = {1, 4, 4, 3}, ws[4] = {3, 3, 2, 5}, ys[4] = {1, 2, 2, 5};
@@ -198,9 +263,14 @@ int main(void) {
             for (int bias = 0; bias < 2; bias++, seed += 10)
                 test_case(&CFGS[c], &SHAPES[s], bias, seed);
     }
+    test_f16_extremes();
     CHECK_OK(mpx_cuda_set_operand_format(MPX_F32));
     test_errors();
     check_device_clean("end");
+    /* (not a failure: a shape cuDNN cannot run on 16-bit data runs on FP32 data, within the
+     * same bounds; the count says how often the fast path was not taken) */
+    printf("cuDNN convolution plans on 16-bit data run on FP32 data instead: %lld\n",
+           (long long)mpx_cuda_conv16_fallbacks());
     /* Leaves nothing behind for compute-sanitizer's leak check. */
     CHECK(mpx_cuda_release() == MPX_OK, "mpx_cuda_release: %s", mpx_error_message());
     return mpx_test_done(__FILE__);

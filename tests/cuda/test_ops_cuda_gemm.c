@@ -211,6 +211,64 @@ static void test_linear(void) {
     check_device_clean("linear");
 }
 
+/* The ends of F16's range with every tensor in F16, declared (the executor's non-statistics
+ * steps: cuBLAS on the stored data, rounding its outputs itself), x [64, 48], w [48, 32]:
+ *  - the factor is applied before the rounding: dy of magnitude about 2^-20 (F16 subnormals)
+ *    gives backward-data sums of about 2^-18, F16 subnormals with a few bits; scaled by 2^10
+ *    they must meet the test bound against the CPU's FP32 result times the factor;
+ *  - an overflow is Inf, not a saturated 65504 (the executor's non-finite count only sees Inf
+ *    and NaN): w = 1 and dy = +-(512 + small) (one sign per row) give backward-data sums of 32
+ *    such terms (2^14), times 2^8; x = +-2^8 with the sign of its row's dy gives weight
+ *    gradients summing 64 products of 2^17. */
+static void test_linear_f16_extremes(void) {
+    CHECK_OK(mpx_cuda_set_operand_format(MPX_F16));
+    enum { M = 64, IN = 48, OUT = 32 };
+    const int64_t xs[2] = {M, IN}, ws[2] = {IN, OUT}, ys[2] = {M, OUT};
+    float *w = rand_in(MPX_F16, IN * OUT, -1, 1, 81), *dy = rand_in(MPX_F32, M * OUT, -1, 1, 82);
+    for (int i = 0; i < M * OUT; i++) dy[i] = mpx_round_to(MPX_F16, ldexpf(dy[i], -20));
+    float *aw = abs_copy(w, IN * OUT), *ady = abs_copy(dy, M * OUT);
+    float *ref = hbuf(M * IN), *mag = hbuf(M * IN), *x = hbuf(M * IN);
+    mpx_tensor hw = host_t(2, ws, w), hdy = host_t(2, ys, dy), haw = host_t(2, ws, aw),
+               hady = host_t(2, ys, ady), hdx = host_t(2, xs, ref), hm = host_t(2, xs, mag);
+    mpx_tensor gw = dev_tensor(MPX_F16, 2, ws, w), gdy = dev_tensor(MPX_F16, 2, ys, dy);
+    mpx_tensor gdx = dev_tensor(MPX_F16, 2, xs, NULL), gdw = dev_tensor(MPX_F16, 2, ws, NULL);
+    CHECK_OK(mpx_linear_backward_data_cpu(&hdy, &hw, &hdx));
+    CHECK_OK(mpx_linear_backward_data_cpu(&hady, &haw, &hm));
+    CHECK_OK(mpx_linear_backward_data_scaled_cuda(1024.0f, &gdy, &gw, &gdx));
+    float *got = dev_read(&gdx);
+    for (int i = 0; i < M * IN; i++) ref[i] *= 1024.0f, mag[i] *= 1024.0f;
+    check_close("linear backward-data of F16 subnormals scaled by 2^10", MPX_F16, got, ref, mag,
+                M * IN, gemm_rel(OUT), 0);
+    free(got);
+
+    for (int i = 0; i < IN * OUT; i++) w[i] = 1.0f;
+    for (int i = 0; i < M * OUT; i++)
+        dy[i] = mpx_round_to(MPX_F16, (i / OUT % 2 ? -1.0f : 1.0f) * (512.0f + fabsf(dy[i]) * 0x1p20f));
+    for (int i = 0; i < M * IN; i++) x[i] = i / IN % 2 ? -256.0f : 256.0f;
+    mpx_tensor gw1 = dev_tensor(MPX_F16, 2, ws, w), gdy1 = dev_tensor(MPX_F16, 2, ys, dy);
+    mpx_tensor gx = dev_tensor(MPX_F16, 2, xs, x);
+    CHECK_OK(mpx_linear_backward_data_scaled_cuda(256.0f, &gdy1, &gw1, &gdx));
+    got = dev_read(&gdx);
+    int bad = 0;
+    for (int i = 0; i < M * IN; i++) bad += !(isinf(got[i]) && (got[i] > 0) == (i / IN % 2 == 0));
+    CHECK(bad == 0, "linear backward-data overflowing F16: %d of %d not the signed Inf (first: %g)",
+          bad, M * IN, (double)got[0]);
+    free(got);
+    CHECK_OK(mpx_linear_backward_weights_cuda(&gdy1, &gx, &gdw, NULL));
+    got = dev_read(&gdw);
+    bad = 0;
+    for (int i = 0; i < IN * OUT; i++) bad += !(isinf(got[i]) && got[i] > 0);
+    CHECK(bad == 0, "linear backward-weights overflowing F16: %d of %d not +Inf (first: %g)", bad,
+          IN * OUT, (double)got[0]);
+    free(got);
+    CHECK_OK(mpx_cuda_set_operand_format(MPX_F32));
+    check_device_clean("linear f16 extremes");
+    mpx_tensor *dev[] = {&gw, &gdy, &gdx, &gdw, &gw1, &gdy1, &gx};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        dev_free(dev[i]);
+    free(w), free(dy), free(aw), free(ady), free(ref), free(mag), free(x);
+}
+
 /* ---- bmm ---- */
 
 typedef struct {
@@ -348,6 +406,7 @@ static void test_errors(void) {
 int main(void) {
     if (!ops_test_setup()) return MPX_TEST_SKIP;
     test_linear();
+    test_linear_f16_extremes();
     test_bmm();
     test_errors();
     check_device_clean("end");

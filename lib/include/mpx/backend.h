@@ -85,6 +85,10 @@ typedef struct mpx_backend {
      * process (their scratch: decoded operands, staged outputs, workspaces), in bytes; NULL
      * where that memory is host memory, counted in the process's RSS (the CPU). */
     size_t (*scratch_peak)(void);
+    /* Optional: how many convolution plans (pass and shape) on 16-bit data the backend could
+     * not run as such and runs on FP32 data instead (cuda.h: mpx_cuda_conv16_fallbacks); a
+     * speed question, not a numerical one. NULL where there is no such path. */
+    int64_t (*conv16_fallbacks)(void);
 
     /* numerics */
     void (*cast)(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);

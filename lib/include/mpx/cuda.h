@@ -99,6 +99,10 @@ int64_t mpx_cuda_host_waits(void);
 /* The backend table's scratch_peak: the stream-ordered pool's high-water mark of memory in use
  * by the operators' scratch, plus cuDNN's workspace (0 when the pool cannot say). */
 size_t mpx_cuda_scratch_peak(void);
+/* The backend table's conv16_fallbacks: convolution plans on 16-bit data (pass and shape) that
+ * cuDNN could not run — no algorithm, or a "not supported" status from the call — and that
+ * therefore run on FP32 data (decoded operands; correct, slower). Each is counted once. */
+int64_t mpx_cuda_conv16_fallbacks(void);
 /* The optimizer rules of backend_cpu.c (optim.h): SGD, AdamW, the LAMB direction, w -= a u. */
 mpx_status mpx_sgd_update_cuda(float *w, const float *g, float *v, size_t n,
                                const mpx_sgd_step *s);

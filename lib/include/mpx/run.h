@@ -166,6 +166,7 @@ typedef struct {
      * scratch_peak), over every variant; has_scratch_peak 0 on the CPU */
     size_t scratch_peak;
     int has_scratch_peak;
+    int64_t conv16_fallbacks; /* backend.h: conv16_fallbacks, after every variant; -1 on the CPU */
     int has_overheads;
     /* Fractions of the base step, indexed by mpx_overhead_kind: the median over rounds of each
      * round's paired estimate, and a 95% confidence interval for it (+-inf: too few rounds). */
