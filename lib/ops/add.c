@@ -5,36 +5,34 @@
 #include "mpx/ops.h"
 #include "ops_internal.h"
 
-/* Checks of an add's operands (F32, one shape). */
-static mpx_status add_check(const char *op, const mpx_tensor *a, const mpx_tensor *b,
-                            const mpx_tensor *y) {
+/* y = a + b, or with relu: relu.c's select on the sum (NaN passes: s < 0 is false for NaN). */
+static mpx_status add_op(const char *op, const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y,
+                         int relu) {
     MPX_TRY(ops_expect(op, "a", a, MPX_F32, -1));
     MPX_TRY(ops_expect(op, "b", b, MPX_F32, -1));
     MPX_TRY(ops_expect(op, "y", y, MPX_F32, -1));
     MPX_TRY(ops_expect_same_shape(op, "a", a, "b", b));
-    return ops_expect_same_shape(op, "a", a, "y", y);
+    MPX_TRY(ops_expect_same_shape(op, "a", a, "y", y));
+    const float *ad = a->data, *bd = b->data;
+    float *yd = y->data;
+    int64_t n = mpx_tensor_numel(a);
+    if (relu) {
+#pragma omp parallel for schedule(static) if (n >= OPS_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            const float s = ad[i] + bd[i];
+            yd[i] = s < 0.0f ? 0.0f : s;
+        }
+    } else {
+#pragma omp parallel for schedule(static) if (n >= OPS_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) yd[i] = ad[i] + bd[i];
+    }
+    return MPX_OK;
 }
 
 mpx_status mpx_add_forward_cpu(const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y) {
-    MPX_TRY(add_check("add forward", a, b, y));
-    const float *ad = a->data, *bd = b->data;
-    float *yd = y->data;
-    int64_t n = mpx_tensor_numel(a);
-#pragma omp parallel for schedule(static) if (n >= OPS_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) yd[i] = ad[i] + bd[i];
-    return MPX_OK;
+    return add_op("add forward", a, b, y, 0);
 }
 
-/* relu.c's select on the sum: NaN passes (s < 0 is false for NaN). */
 mpx_status mpx_add_relu_forward_cpu(const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y) {
-    MPX_TRY(add_check("add+relu forward", a, b, y));
-    const float *ad = a->data, *bd = b->data;
-    float *yd = y->data;
-    int64_t n = mpx_tensor_numel(a);
-#pragma omp parallel for schedule(static) if (n >= OPS_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const float s = ad[i] + bd[i];
-        yd[i] = s < 0.0f ? 0.0f : s;
-    }
-    return MPX_OK;
+    return add_op("add+relu forward", a, b, y, 1);
 }
