@@ -32,7 +32,7 @@ static void help(void) {
            "                 is the resolution of those estimates on this machine\n"
            "  --profile      per-op time and GFLOP/s of each precision mode (the backend is\n"
            "                 synchronised around every op, so the rounds run slower; a ReLU\n"
-           "                 fused into the batch-norm or add before it (train.fuse_relu) is\n"
+           "                 fused into the batch-norm or add before it (train.fuse) is\n"
            "                 timed with that op)\n"
            "  --json FILE    write the results as JSON too\n");
 }

@@ -2,7 +2,8 @@
  * recorded bit for bit, for tests that require two ways of running the same training to agree
  * exactly (tests/model/test_direct_io.c: an instrumented CPU backend; tests/cuda/
  * test_direct_io_cuda.c: the CUDA backend with and without direct 16-bit I/O; tests/model/
- * test_fusion.c: with and without ReLUs fused into their producers).
+ * test_fusion.c: with and without fusion: ReLUs in their producers, add inputs sharing the
+ * add's gradient).
  *
  * Header-only (static functions): each test is its own executable. The models: a ResNet-20 at
  * width 0.25 with the ImageNet stem (7x7 / 2 conv and max-pool) on 16x16 images, a one-layer
@@ -44,7 +45,9 @@ typedef struct {
     float *weights; /* every master weight at the end, concatenated */
     size_t n_weights;
     int n_fused;          /* ReLUs fused into their producers */
+    int n_shared;         /* add inputs sharing the add's output gradient */
     size_t value_bytes;   /* the memory plan's activation values */
+    size_t grad_bytes;    /* ... and gradients */
 } trace;
 
 static void set_i32(mpx_graph *g, int t, int64_t n, uint32_t mod, int32_t offset, uint64_t seed) {
@@ -143,9 +146,11 @@ static void run(const variant *v, const mpx_backend *be, trace *tr) {
     CHECK_OK(mpx_optimizer_create(g, &oc, &opt));
     tr->n_layers = mpx_graph_n_layers(g);
     tr->n_fused = mpx_graph_n_fused(g);
+    tr->n_shared = mpx_graph_n_shared_grads(g);
     mpx_memory_plan plan;
     mpx_graph_memory(g, &plan);
     tr->value_bytes = plan.values;
+    tr->grad_bytes = plan.grads;
     for (int s = 0; s < STEPS; s++) {
         mpx_graph_set_step(g, s);
         CHECK_OK(mpx_graph_forward(g, 1));

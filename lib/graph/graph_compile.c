@@ -102,6 +102,14 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
         if (t->needs_shadow)
             bb[nbb++] = (mpx_arena_block){(size_t)t->numel * sizeof(float), gb[i].first, last, 0};
     }
+    /* A shared gradient lives in its root's block, which lives as long as the group. */
+    for (int i = 0; i < g->n_tensors; i++) {
+        const int r = g->tensors[i].grad_root;
+        if (r == i || !gb[i].size) continue;
+        if (gb[i].first < gb[r].first) gb[r].first = gb[i].first;
+        if (gb[i].last > gb[r].last) gb[r].last = gb[i].last;
+        gb[i].size = 0;
+    }
     pl->grads = mpx_arena_plan(gb, g->n_tensors, ALIGN);
     pl->branches = mpx_arena_plan(bb, nbb, ALIGN);
 
@@ -141,7 +149,7 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
             t->value = v;
             v += align_up((size_t)t->numel * mpx_dtype_size(t->dtype));
         }
-        if (gb[i].size) t->grad = (char *)g->arena_grads + gb[i].offset;
+        if (gb[t->grad_root].size) t->grad = (char *)g->arena_grads + gb[t->grad_root].offset;
     }
     nbb = 0;
     for (int i = 0; i < g->n_tensors; i++) {
@@ -192,6 +200,30 @@ static mpx_status add_observer(gtensor *t, int l) {
     return MPX_OK;
 }
 
+/* An add's backward hands dy to both inputs unchanged (no factor, no rounding: the same
+ * format). An input the add alone reads (so nothing else adds to its gradient) then takes the
+ * add output's gradient storage as its own instead of a copy: its producer's backward reads
+ * the values the add's consumer wrote. Not where the copy carries more than the values: an
+ * input whose gradient keeps a statistics shadow or is counted by its own cast (both copies of
+ * FP32 values before rounding). Nodes are visited last to first, so an add output that is
+ * itself such an input already knows its root, and chains share one buffer; the memory plan
+ * gives each root the union of its group's lifetimes. */
+static void plan_shared_grads(mpx_graph *g) {
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const gnode *n = &g->nodes[i];
+        if (n->op != OP_ADD) continue;
+        const gtensor *out = &g->tensors[n->out];
+        for (int s = 0; s < n->n_in; s++) {
+            gtensor *t = &g->tensors[n->in[s]];
+            if (!t->requires_grad || t->n_consumers != 1 || t->needs_shadow ||
+                (t->observer[0] >= 0 && !t->shadow_counted) || t->grad_dtype != out->grad_dtype)
+                continue;
+            t->grad_root = out->grad_root;
+            g->n_shared++;
+        }
+    }
+}
+
 /* Fuse each ReLU into the batch-norm or add that makes its only input, when that node's output
  * has no other reader: forward, the producer writes max(y, 0) into the ReLU's output and y is
  * never stored (nor given memory). Nothing else changes: batch-norm's backward reads its input
@@ -202,10 +234,11 @@ static mpx_status add_observer(gtensor *t, int l) {
  * keeps its own stochastic-rounding stream (round_id), so the stored bits are otherwise those
  * of the unfused graph in every rounding mode. */
 static void plan_fusion(mpx_graph *g) {
-    g->n_fused = 0;
+    g->n_fused = g->n_shared = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         g->tensors[i].elided = 0;
         g->tensors[i].round_id = i;
+        g->tensors[i].grad_root = i;
     }
     for (int i = 0; i < g->n_nodes; i++) g->nodes[i].fused_relu = g->nodes[i].fused_into = -1;
     if (g->no_fusion) return;
@@ -222,10 +255,12 @@ static void plan_fusion(mpx_graph *g) {
         g->tensors[r->out].round_id = n->out;
         g->n_fused++;
     }
+    plan_shared_grads(g);
 }
 
 void mpx_graph_fuse(mpx_graph *g, int on) { g->no_fusion = !on; }
 int mpx_graph_n_fused(const mpx_graph *g) { return g->n_fused; }
+int mpx_graph_n_shared_grads(const mpx_graph *g) { return g->n_shared; }
 
 static mpx_status init_state(mpx_graph *g, uint64_t seed) {
     int64_t biggest = 1;
@@ -454,7 +489,8 @@ void mpx_graph_print_plan(const mpx_graph *g, FILE *f) {
     fprintf(f, "  activations      %10.1f MiB  (%d tensors, kept for backward; %d not stored: "
             "ReLUs fused into the op before them)\n", p->values * mib, g->n_tensors - g->n_fused,
             g->n_fused);
-    fprintf(f, "  gradients        %10.1f MiB  (shared by lifetime)\n", p->grads * mib);
+    fprintf(f, "  gradients        %10.1f MiB  (shared by lifetime; %d add inputs share the add's)\n",
+            p->grads * mib, g->n_shared);
     fprintf(f, "  branch gradients %10.1f MiB  (FP32: fan-out merges, statistics shadows)\n",
             p->branches * mib);
     fprintf(f, "  scratch          %10.1f MiB  (FP32 views of one op)\n", p->scratch * mib);

@@ -298,6 +298,28 @@ mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v)
     return MPX_OK;
 }
 
+int shares_grad(const mpx_graph *g, const gnode *n, int slot) {
+    const gtensor *t = &g->tensors[n->in[slot]];
+    return t->requires_grad && t->grad_root != n->in[slot];
+}
+
+mpx_status commit_shared_grad(mpx_graph *g, gnode *n, int slot) {
+    gtensor *t = &g->tensors[n->in[slot]];
+    const gtensor *out = &g->tensors[n->out];
+    /* adaptive-quantile: the quantile of the values before their rounding, which are dy's
+     * (note_quantile's rule for a value-moving writer; dy's commit noted it this step) */
+    if (g->quantile_due) {
+        if (out->q_step != g->step)
+            return mpx_fail(MPX_ERR_INTERNAL, "no pre-rounding quantile of '%s' at step %lld",
+                            out->name, (long long)g->step);
+        t->q_pre = out->q_pre;
+        t->q_step = g->step;
+    }
+    t->grad_scale = n->s_prev * n->layer_scale;
+    t->grad_ready = 1;
+    return MPX_OK;
+}
+
 mpx_status view_param_grad(mpx_graph *g, int param, mpx_tensor *v) {
     mpx_param *p = &g->params[param];
     const mpx_dtype dt = param_grad_direct(g, p) ? p->work_dtype : MPX_F32;

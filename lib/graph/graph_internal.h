@@ -45,6 +45,8 @@ typedef struct {
     int elided;              /* value never stored: its producer writes its ReLU's output instead */
     int round_id;            /* the tensor whose stochastic-rounding stream rounds this value (itself,
                               * or the elided tensor a fused ReLU's output stands for) */
+    int grad_root;           /* the tensor whose gradient storage holds this one's (itself, or for
+                              * an add's single-reader input the add output's: shares_grad) */
     mpx_dtype dtype;         /* storage of the value (compile) */
     mpx_dtype grad_dtype;    /* storage of the gradient (compile) */
     int producer;            /* node index */
@@ -142,6 +144,7 @@ struct mpx_graph {
     int keep_grads;          /* no gradient-buffer sharing (tests) */
     int no_fusion;           /* run every ReLU on its own (mpx_graph_fuse) */
     int n_fused;             /* ReLUs fused into their producers (compile) */
+    int n_shared;            /* add inputs whose gradient shares the add output's storage */
     int profile;             /* time every node */
     int time_scaling;        /* time the merges and adaptive factors (mpx_graph_time_scaling) */
     double scaling_s;        /* their seconds so far */
@@ -209,6 +212,10 @@ mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
  * for a view of 16-bit storage (view_in_grad) of a node with an adaptive factor. */
 double in_grad_factor(const mpx_graph *g, const gnode *n, int slot, const mpx_tensor *v);
 mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v);
+/* Whether input `slot` of an add shares the storage of the add's output gradient (compile:
+ * plan_fusion), and its commit: the values are there already, so only the bookkeeping. */
+int shares_grad(const mpx_graph *g, const gnode *n, int slot);
+mpx_status commit_shared_grad(mpx_graph *g, gnode *n, int slot);
 /* The shadow result for input `slot`: count it for that input's observers and/or keep it as
  * the input's own shadow. `needed` says whether the slot wants a result at all. */
 int shadow_needed(const mpx_graph *g, const gnode *n, int slot);

@@ -422,6 +422,10 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         return commit_in_grad(g, n, 0, &dx);
     case OP_ADD:
         for (int s = 0; s < 2; s++) {
+            if (shares_grad(g, n, s)) { /* dy's storage is this input's gradient already */
+                MPX_TRY(commit_shared_grad(g, n, s));
+                continue;
+            }
             MPX_TRY(view_in_grad(g, n, s, &dx));
             if (!dx.data) continue;
             MPX_TRY(move_all(g, &dx, dy));

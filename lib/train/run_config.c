@@ -74,10 +74,11 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"train", "seed", MPX_CFG_INT, "0", NULL, 0, 9.2e18, "initialisation, data order, augmentation"},
     {"train", "threads", MPX_CFG_INT, "0", NULL, 0, 1024, "CPU threads; 0: all cores"},
     {"train", "device", MPX_CFG_ENUM, "cpu", "cpu|cuda", NR, "backend"},
-    {"train", "fuse_relu", MPX_CFG_BOOL, "true", NULL, NR,
-     "a ReLU after a batch-norm or residual add runs inside that op's forward (one pass over the "
-     "activations fewer, the op's own output never stored; the same gradients and statistics); "
-     "false: every op on its own (the baseline)"},
+    {"train", "fuse", MPX_CFG_BOOL, "true", NULL, NR,
+     "fuse element-wise work: a ReLU after a batch-norm or residual add runs inside that op's "
+     "forward (its output never stored), and an add input only the add reads takes the add's "
+     "output gradient as its own (no copy); the same bits; false: every op on its own (the "
+     "baseline)"},
     {"train", "eval_every", MPX_CFG_INT, "0", NULL, 0, 1e12, "evaluate every N steps; 0: at the end"},
     {"train", "eval_batches", MPX_CFG_INT, "0", NULL, 0, 1e12, "batches per evaluation; 0: all"},
     {"train", "checkpoint_every", MPX_CFG_INT, "0", NULL, 0, 1e12, "checkpoint every N steps; 0: off"},
@@ -300,7 +301,7 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
     t->seed = (uint64_t)mpx_cfg_int(cfg, "train.seed");
     t->threads = (int)mpx_cfg_int(cfg, "train.threads");
     t->device = strcmp(mpx_cfg_str(cfg, "train.device"), "cuda") == 0 ? MPX_DEV_CUDA : MPX_DEV_CPU;
-    t->fuse_relu = mpx_cfg_bool(cfg, "train.fuse_relu");
+    t->fuse = mpx_cfg_bool(cfg, "train.fuse");
     t->eval_every = mpx_cfg_int(cfg, "train.eval_every");
     t->eval_batches = mpx_cfg_int(cfg, "train.eval_batches");
     t->checkpoint_every = mpx_cfg_int(cfg, "train.checkpoint_every");

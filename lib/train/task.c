@@ -20,7 +20,7 @@ mpx_status run_task_graph(run_task *t, const mpx_precision *p, mpx_graph **out) 
     *out = g;
     if (!g) return mpx_fail(MPX_ERR_NOMEM, "out of memory");
     MPX_TRY(t->ops->build(t, g));
-    mpx_graph_fuse(g, t->rc->train.fuse_relu);
+    mpx_graph_fuse(g, t->rc->train.fuse);
     return mpx_graph_compile(g, p ? p : &t->rc->precision, t->rc->train.device, t->rc->train.seed);
 }
 

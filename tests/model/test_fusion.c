@@ -1,13 +1,16 @@
-/* test_fusion.c — ReLUs fused into the batch-norm or residual add before them (graph_compile.c:
- * plan_fusion) change nothing that training computes.
+/* test_fusion.c — fusion (graph_compile.c: plan_fusion) changes nothing that training computes:
+ * ReLUs fused into the batch-norm or residual add before them, and add inputs that take the
+ * add's output gradient as their own (plan_shared_grads) instead of a copy.
  *
- * 1. Whole trainings (train_trace.h: a ResNet-20 with the ImageNet stem and an SSD with a
- *    ResNet-18 trunk, 4 steps, statistics on odd steps) with and without fusion agree in every
- *    bit — each step's loss, non-finite count and gradient norm, every statistics row, the final
- *    weights — in fp32, fp16 (no scaling, dynamic, adaptive, adaptive-quantile, stochastic
- *    rounding), bf16 and tf32; with fusion the ReLUs of the known architecture are fused (the
- *    ResNet-20: its stem and two per basic block, 19) and the activation memory shrinks by the
- *    fused-away values.
+ * 1. Whole trainings (train_trace.h: a ResNet-20 with the ImageNet stem, an SSD with a ResNet-18
+ *    trunk and a one-layer BERT, 4 steps, statistics on odd steps) with and without fusion
+ *    agree in every bit — each step's loss, non-finite count and gradient norm, every
+ *    statistics row, the final weights — in fp32, fp16 (no scaling, dynamic, adaptive,
+ *    adaptive-quantile, stochastic rounding), bf16 and tf32. With fusion the known
+ *    architecture's ReLUs are fused (the ResNet-20: its stem and two per basic block, 19) and
+ *    its add inputs share (each block's last batch-norm, and the 2 downsampling shortcuts: 11;
+ *    the identity shortcuts are read by the next block too); the activation memory shrinks by
+ *    the fused-away values and the gradient memory does not grow.
  * 2. The values themselves: a conv -> batch-norm -> ReLU and an add -> ReLU graph, training and
  *    eval forward, fp32 and fp16: the ReLU outputs of the fused graph equal the unfused ones as
  *    numbers (bits, but for the sign of a zero: a negative result that FP16 rounds to -0 passes
@@ -21,7 +24,8 @@
 #include "testutil.h"
 #include "train_trace.h"
 
-static void compare_fusion(const variant *v, int expect_fused) {
+/* expect_fused / expect_shared: the exact count, or -1 for "at least one". */
+static void compare_fusion(const variant *v, int expect_fused, int expect_shared) {
     variant u = *v;
     u.unfused = 1;
     trace a, b;
@@ -30,17 +34,21 @@ static void compare_fusion(const variant *v, int expect_fused) {
     char what[128];
     snprintf(what, sizeof what, "%s %s %s %s: unfused vs fused", v->model, v->mode, v->scaling,
              v->rounding);
-    printf("%s: loss %.6f -> %.6f; %d ReLUs fused; activation values %.1f -> %.1f KiB\n", what,
-           (double)b.loss[0], (double)b.loss[STEPS - 1], b.n_fused, a.value_bytes / 1024.0,
-           b.value_bytes / 1024.0);
-    CHECK(a.n_fused == 0, "%s: %d ReLUs fused with fusion off", what, a.n_fused);
-    if (expect_fused > 0)
-        CHECK(b.n_fused == expect_fused, "%s: %d ReLUs fused, expected %d", what, b.n_fused,
-              expect_fused);
-    else
-        CHECK(b.n_fused > 0, "%s: nothing fused", what);
-    CHECK(b.value_bytes < a.value_bytes, "%s: activation values %zu bytes fused, %zu unfused",
-          what, b.value_bytes, a.value_bytes);
+    printf("%s: loss %.6f -> %.6f; %d ReLUs fused, %d add inputs share the gradient; values "
+           "%.1f -> %.1f KiB, gradients %.1f -> %.1f KiB\n", what, (double)b.loss[0],
+           (double)b.loss[STEPS - 1], b.n_fused, b.n_shared, a.value_bytes / 1024.0,
+           b.value_bytes / 1024.0, a.grad_bytes / 1024.0, b.grad_bytes / 1024.0);
+    CHECK(a.n_fused == 0 && a.n_shared == 0, "%s: with fusion off %d ReLUs fused, %d shared",
+          what, a.n_fused, a.n_shared);
+    CHECK(expect_fused < 0 ? b.n_fused > 0 : b.n_fused == expect_fused,
+          "%s: %d ReLUs fused, expected %d", what, b.n_fused, expect_fused);
+    CHECK(expect_shared < 0 ? b.n_shared > 0 : b.n_shared == expect_shared,
+          "%s: %d add inputs share the gradient, expected %d", what, b.n_shared, expect_shared);
+    CHECK(b.n_fused ? b.value_bytes < a.value_bytes : b.value_bytes == a.value_bytes,
+          "%s: activation values %zu bytes fused, %zu unfused", what, b.value_bytes,
+          a.value_bytes);
+    CHECK(b.grad_bytes <= a.grad_bytes, "%s: gradients %zu bytes fused, %zu unfused", what,
+          b.grad_bytes, a.grad_bytes);
     compare_traces(what, &a, &b);
     trace_free(&a);
     trace_free(&b);
@@ -123,9 +131,13 @@ int main(void) {
         {"resnet", "tf32", "none", "rne", 0, 0, 0},
         {"ssd", "fp16", "adaptive", "rne", 0, 0, 0},
         {"ssd", "bf16", "dynamic", "stochastic", 0, 0, 0},
+        {"bert", "fp16", "adaptive-quantile", "rne", 0, 0, 0},
+        {"bert", "bf16", "dynamic", "stochastic", 0, 0, 0},
     };
-    for (size_t i = 0; i < sizeof vs / sizeof *vs; i++)
-        compare_fusion(&vs[i], strcmp(vs[i].model, "resnet") == 0 ? 19 : 0);
+    for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) {
+        const int resnet = strcmp(vs[i].model, "resnet") == 0, bert = strcmp(vs[i].model, "bert") == 0;
+        compare_fusion(&vs[i], resnet ? 19 : bert ? 0 : -1, resnet ? 11 : -1);
+    }
     static const char *const modes[] = {"fp32", "fp16", "bf16"};
     for (int m = 0; m < 3; m++)
         for (int training = 0; training < 2; training++) compare_values(modes[m], training);

@@ -142,13 +142,16 @@ mpx_status mpx_g_set_init(mpx_graph *g, const char *param_name, mpx_init init);
 /* Before compiling: give every activation gradient its own buffer (no sharing by lifetime), so
  * mpx_graph_read_grad works on any tensor after a backward pass. For tests and debugging. */
 void mpx_graph_keep_grads(mpx_graph *g, int keep);
-/* Before compiling: whether a ReLU whose only input is a batch-norm or add output read by
- * nothing else runs inside that node's forward (default on; graph_compile.c: plan_fusion). The
- * fused-away output is not stored, so mpx_graph_read refuses it; the gradients and statistics
- * are those of the unfused graph. Off: every node runs on its own (tests compare the two). */
+/* Before compiling: whether element-wise work is fused (default on; graph_compile.c:
+ * plan_fusion, plan_shared_grads): a ReLU whose only input is a batch-norm or add output read
+ * by nothing else runs inside that node's forward, and an add input that only the add reads
+ * takes the add's output gradient as its own (shared storage, no copy). The fused-away output
+ * is not stored, so mpx_graph_read refuses it; the gradients and statistics are those of the
+ * unfused graph. Off: every node runs on its own (tests compare the two). */
 void mpx_graph_fuse(mpx_graph *g, int on);
-/* After compiling: how many ReLUs were fused. */
+/* After compiling: how many ReLUs were fused, and how many add inputs share the gradient. */
 int mpx_graph_n_fused(const mpx_graph *g);
+int mpx_graph_n_shared_grads(const mpx_graph *g);
 mpx_status mpx_graph_compile(mpx_graph *g, const mpx_precision *p, mpx_device device,
                              uint64_t seed);
 /* The same on a given backend (backend.h), which must outlive the graph: for backends that

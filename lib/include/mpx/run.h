@@ -58,7 +58,7 @@ typedef struct {
     uint64_t seed;
     int threads;
     mpx_device device;
-    int fuse_relu;           /* mpx_graph_fuse before compiling */
+    int fuse;                /* mpx_graph_fuse before compiling */
     int64_t eval_every, eval_batches, checkpoint_every;
     int max_nonfinite;
     int64_t inject_nonfinite[MPX_INJECT_MAX]; /* testing hook: steps whose loss scale is x2^100; -1 after the last */
