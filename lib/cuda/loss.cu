@@ -5,7 +5,7 @@
  * for backward; dlogits = (probs - onehot) / count, zero rows for ignored labels.
  * Forward: one CUDA block per row subtracts the row maximum, sums exp in double (a block
  * reduction), writes probs = exp(x - max) * (float)(1 / sum) and the row's loss
- * log(sum) - (x[label] - max) in double. The mean follows the CPU's order exactly: the rows fall
+ * log(sum) - (x[label] - max) in double; an ignored row's probs are zeros, as on the CPU. The mean follows the CPU's order exactly: the rows fall
  * into the CPU's 64 fixed blocks, one thread sums a block's rows in row order, and one thread adds
  * the 64 partials in order, so the loss differs from the CPU's only through expf (CUDA's is
  * within 2 ulp, glibc's within 1) and the double log, never through summation order.
@@ -52,6 +52,12 @@ __global__ void ce_rows(CeFwdArgs a) {
     __shared__ float shf[32];
     for (int64_t r = blockIdx.x; r < a.m; r += gridDim.x) {
         const size_t base = (size_t)r * a.k;
+        if (a.lab[r] < 0) { /* ignored: zero probs, no loss (the whole block takes this branch) */
+            for (int64_t j = threadIdx.x; j < a.k; j += blockDim.x)
+                cuop_st(a.probs, a.pdt, base + j, 0.0f);
+            if (threadIdx.x == 0) a.row_loss[r] = 0;
+            continue;
+        }
         float mx = -INFINITY;
         for (int64_t j = threadIdx.x; j < a.k; j += blockDim.x) {
             const float v = cuop_ld(a.x, a.xdt, base + j);

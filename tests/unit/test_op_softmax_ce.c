@@ -1,6 +1,7 @@
 /* test_op_softmax_ce.c — softmax cross-entropy forward against a double reference, backward
- * against central finite differences of the double loss, ignored labels, stability on huge
- * logits, determinism across thread counts, and the error paths.
+ * against central finite differences of the double loss, ignored labels (zero probs and
+ * gradients, the loss over the rest), stability on huge logits, determinism across thread
+ * counts, and the error paths.
  *
  * FP32 tolerances, u = 2^-24, per row with range R = max_j |x_j - max| (the argument of exp):
  *  - probs p_j: x_j - max rounded (u |x_j - max|, amplified by exp into a relative error of
@@ -86,6 +87,7 @@ static void check_case(int m, int k, float scale, int ignore_every, uint64_t see
             double pr = exp(xd[i * k + j] - mx) / s;
             double tol = U * pr * (6 + fabs(xd[i * k + j] - mx) + R) + 1e-45;
             double e = fabs(p[i * k + j] - pr) / tol;
+            if (lab[i] < 0) e = p[i * k + j] == 0 ? 0 : INFINITY; /* ignored rows: zeros */
             if (!(e <= wp)) wp = e;
             /* Finite differences of the double loss with respect to x[i,j]. The loss is
              * sum_rows loss_i / count and x[i,j] enters row i only, so differencing row i's
