@@ -5,10 +5,11 @@
  * for backward; dlogits = (probs - onehot) / count, zero rows for ignored labels.
  * Forward: one CUDA block per row subtracts the row maximum, sums exp in double (a block
  * reduction), writes probs = exp(x - max) * (float)(1 / sum) and the row's loss
- * log(sum) - (x[label] - max) in double; an ignored row's probs are zeros, as on the CPU. The mean follows the CPU's order exactly: the rows fall
- * into the CPU's 64 fixed blocks, one thread sums a block's rows in row order, and one thread adds
- * the 64 partials in order, so the loss differs from the CPU's only through expf (CUDA's is
- * within 2 ulp, glibc's within 1) and the double log, never through summation order.
+ * log(sum) - (x[label] - max) in double; an ignored row's probs are zeros, as on the CPU. The
+ * mean follows the CPU's order exactly: the rows fall into the CPU's 64 fixed blocks, one thread
+ * sums a block's rows in row order, and one thread adds the 64 partials in order, so the loss
+ * differs from the CPU's only through expf (CUDA's is within 2 ulp, glibc's within 1) and the
+ * double log, never through summation order.
  * Labels >= K are an input error naming the row and the value, as on the CPU: a kernel finds
  * the first one and counts the rows that are not ignored (the kernels skip bad labels). The
  * verdict is read at the backend's next wait (cuop_check_defer: after the step's status
