@@ -246,7 +246,7 @@ static void plan_fusion(mpx_graph *g) {
         gnode *n = &g->nodes[i];
         gtensor *t = &g->tensors[n->out];
         if (!(n->op == OP_BATCHNORM || (n->op == OP_ADD && g->be->add_relu_forward))) continue;
-        if (t->n_consumers != 1 || n->out == g->loss_tensor) continue;
+        if (t->n_consumers != 1) continue;
         gnode *r = &g->nodes[t->consumers[0]];
         if (r->op != OP_RELU) continue;
         n->fused_relu = t->consumers[0];

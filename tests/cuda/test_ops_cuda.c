@@ -76,21 +76,18 @@ static void test_relu_add(void) {
             check_exact(what, dt, got, ref, n);
             free(got);
 
-            CHECK_OK(mpx_add_forward_cpu(&hx, &hb, &href));
-            dev_poison(&gy);
-            CHECK_OK(mpx_add_forward_cuda(&gx, &gb, &gy));
-            got = dev_read(&gy);
-            snprintf(what, sizeof what, "add forward n=%zu", n);
-            check_exact(what, dt, got, ref, n);
-            free(got);
-
-            CHECK_OK(mpx_add_relu_forward_cpu(&hx, &hb, &href));
-            dev_poison(&gy);
-            CHECK_OK(mpx_add_relu_forward_cuda(&gx, &gb, &gy));
-            got = dev_read(&gy);
-            snprintf(what, sizeof what, "add+relu forward n=%zu", n);
-            check_exact(what, dt, got, ref, n);
-            free(got);
+            for (int f = 0; f < 2; f++) { /* add, and add with the ReLU fused */
+                typedef mpx_status (*add_fn)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+                const add_fn on_cpu = f ? mpx_add_relu_forward_cpu : mpx_add_forward_cpu;
+                const add_fn on_gpu = f ? mpx_add_relu_forward_cuda : mpx_add_forward_cuda;
+                CHECK_OK(on_cpu(&hx, &hb, &href));
+                dev_poison(&gy);
+                CHECK_OK(on_gpu(&gx, &gb, &gy));
+                got = dev_read(&gy);
+                snprintf(what, sizeof what, "%s forward n=%zu", f ? "add+relu" : "add", n);
+                check_exact(what, dt, got, ref, n);
+                free(got);
+            }
 
             dev_free(&gx), dev_free(&gdy), dev_free(&gb), dev_free(&gy), dev_free(&gyr);
             free(x), free(dy), free(b), free(ref), free(yr);
