@@ -6,11 +6,12 @@
  * CPU's double-precision values, so the results would not match the CPU op bit for bit.
  *
  * Arithmetic (the CPU's, step for step): x [..., C] viewed as [M, C]; rows are split into the
- * CPU's fixed chunks (a function of M only: max(ceil(M / 256), 32) rows each). One thread per
+ * CPU's fixed chunks (a function of M only: max(ceil(M / 4096), 64) rows each). One thread per
  * (chunk, channel) accumulates that chunk's sums in double in row order (forward: the shifted
  * moments sum (x - x[0]) and sum (x - x[0])^2; backward: sum dy and sum dy (x - mean)); one
- * thread per channel adds the chunk partials in chunk order and derives the statistics in
- * double exactly as batchnorm.c does; the element-wise pass uses the CPU's FP32 operations.
+ * thread per (group of 64 chunks, channel) adds its group's partials in chunk order; one thread
+ * per channel adds the group sums in group order and derives the statistics in double exactly
+ * as batchnorm.c does; the element-wise pass uses the CPU's FP32 operations.
  * Every add and multiply is an explicit _rn intrinsic, so nvcc cannot contract into FMAs (the
  * CPU build has none either). No atomics: results do not depend on scheduling, and match the
  * CPU's bits (F32) or the CPU's result rounded once into the storage dtype (F16/BF16).
@@ -31,7 +32,7 @@ namespace {
 const char *const FWD = "batchnorm forward";
 const char *const BWD = "batchnorm backward";
 
-constexpr int64_t kChunkMin = 32, kMaxChunks = 256;
+constexpr int64_t kChunkMin = 64, kMaxChunks = 4096, kGroup = 64;
 
 int64_t chunking(int64_t m, int64_t *rows) {
     int64_t r = (m + kMaxChunks - 1) / kMaxChunks;
@@ -66,13 +67,12 @@ Vec vec(const mpx_tensor *t) { return Vec{t->data, t->dtype}; }
 /* part[(2k) c + j], part[(2k+1) c + j] for chunk k, channel j (batchnorm.c's chunk_sums).
  * Forward (b.p == NULL): sum (a - a[0]) and sum (a - a[0])^2. Backward: sum a and
  * sum a (b - mean).
- * One thread walks one chunk's rows in order (the CPU's order, so the sums are its bits). There
- * are few such threads (at most 256 chunks x C), so a plain loop waits on one load at a time:
- * the rows are read kLoadAhead at a time into registers first, then added in order. On an H200
- * the plain loop held ResNet-50's batch-norms to about 0.1 of the memory bandwidth, and 8 rows
- * ahead halved their time. 32: ResNet-50's 64-channel layers at batch 256 run only 16K such
- * threads, which keep 0.5M loads in flight this way, about what the H200's bandwidth-latency
- * product asks (not yet measured at 32). */
+ * One thread walks one chunk's rows in order (the CPU's order, so the sums are its bits). A
+ * plain loop would wait on one load at a time: the rows are read kLoadAhead at a time into
+ * registers first, then added in order (on an H200, with 256 chunks at most, 8 rows ahead
+ * halved the batch-norms' time). With up to 4096 chunks of at least 64 rows, ResNet-50's
+ * batch-norms at batch 256 run 100K-1M such threads (the 112x112x64 one 262K; with 256 chunks
+ * it ran 16K, which kept the H200's memory far from busy). */
 constexpr int kLoadAhead = 32;
 
 __global__ void chunk_sums(Vec a, Vec b, const float *mean, int64_t m, int64_t c, int64_t rows,
@@ -130,22 +130,54 @@ __global__ void chunk_sums(Vec a, Vec b, const float *mean, int64_t m, int64_t c
     }
 }
 
-/* Channel j's totals over the chunk partials, added in chunk order (batchnorm.c's order). One
- * thread per channel, so there are few (C): the partials are loaded kPartialsAhead chunks ahead,
- * like the rows in chunk_sums, instead of one load at a time (16: two doubles each, in
- * registers). */
+/* Group sums in place: per (group of kGroup chunks, channel j) the group's partials added in
+ * chunk order onto its first chunk's (batchnorm.c's add_partials, first level). Up to 63 adds
+ * per thread, the partials loaded kPartialsAhead at a time (two doubles each, in registers). */
 constexpr int kPartialsAhead = 16;
 
+__global__ void group_sums(double *part, int64_t nchunks, int64_t c) {
+    const int64_t ngroups = (nchunks + kGroup - 1) / kGroup, total = ngroups * c;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t g0 = t / c * kGroup, j = t % c;
+        const int64_t g1 = g0 + kGroup < nchunks ? g0 + kGroup : nchunks;
+        double a = part[(2 * g0) * c + j], b = part[(2 * g0 + 1) * c + j];
+        int64_t k = g0 + 1;
+        for (; k + kPartialsAhead <= g1; k += kPartialsAhead) {
+            double p1[kPartialsAhead], p2[kPartialsAhead];
+#pragma unroll
+            for (int u = 0; u < kPartialsAhead; u++) {
+                p1[u] = part[(2 * (k + u)) * c + j];
+                p2[u] = part[(2 * (k + u) + 1) * c + j];
+            }
+#pragma unroll
+            for (int u = 0; u < kPartialsAhead; u++) {
+                a = __dadd_rn(a, p1[u]);
+                b = __dadd_rn(b, p2[u]);
+            }
+        }
+        for (; k < g1; k++) {
+            a = __dadd_rn(a, part[(2 * k) * c + j]);
+            b = __dadd_rn(b, part[(2 * k + 1) * c + j]);
+        }
+        part[(2 * g0) * c + j] = a;
+        part[(2 * g0 + 1) * c + j] = b;
+    }
+}
+
+/* Channel j's totals: the group sums (left by group_sums) added in group order from 0 (second
+ * level; at most 64 groups, loaded kPartialsAhead ahead). */
 __device__ void add_partials(const double *part, int64_t nchunks, int64_t c, int64_t j,
                              double *s1, double *s2) {
+    const int64_t ngroups = (nchunks + kGroup - 1) / kGroup;
     double a = 0, b = 0;
-    int64_t k = 0;
-    for (; k + kPartialsAhead <= nchunks; k += kPartialsAhead) {
+    int64_t g = 0;
+    for (; g + kPartialsAhead <= ngroups; g += kPartialsAhead) {
         double p1[kPartialsAhead], p2[kPartialsAhead];
 #pragma unroll
         for (int u = 0; u < kPartialsAhead; u++) {
-            p1[u] = part[(2 * (k + u)) * c + j];
-            p2[u] = part[(2 * (k + u) + 1) * c + j];
+            p1[u] = part[(2 * (g + u) * kGroup) * c + j];
+            p2[u] = part[(2 * (g + u) * kGroup + 1) * c + j];
         }
 #pragma unroll
         for (int u = 0; u < kPartialsAhead; u++) {
@@ -153,12 +185,22 @@ __device__ void add_partials(const double *part, int64_t nchunks, int64_t c, int
             b = __dadd_rn(b, p2[u]);
         }
     }
-    for (; k < nchunks; k++) {
-        a = __dadd_rn(a, part[(2 * k) * c + j]);
-        b = __dadd_rn(b, part[(2 * k + 1) * c + j]);
+    for (; g < ngroups; g++) {
+        a = __dadd_rn(a, part[(2 * g * kGroup) * c + j]);
+        b = __dadd_rn(b, part[(2 * g * kGroup + 1) * c + j]);
     }
     *s1 = a;
     *s2 = b;
+}
+
+/* The group-sum launch after chunk_sums (op and x name it in errors). */
+mpx_status launch_group_sums(const char *op, const mpx_tensor *x, double *part, int64_t nchunks,
+                             int64_t c) {
+    unsigned grid = 0;
+    MPX_TRY(mpx_cuda_grid((size_t)((nchunks + kGroup - 1) / kGroup * c), &grid));
+    group_sums<<<grid, kLaunchThreads>>>(part, nchunks, c);
+    CUOP_LAUNCHED(op, "group sums", x);
+    return MPX_OK;
 }
 
 /* Training statistics per channel: mean/scale for the element-wise pass (FP32), saved mean and
@@ -204,9 +246,10 @@ __global__ void eval_stats(int64_t c, Vec gamma, Vec rm, Vec rv, float eps, floa
  * rounded once into y's dtype. */
 __global__ void fwd_apply(Vec x, const float *mean, const float *scale, Vec beta, void *y,
                           mpx_dtype ydt, int64_t c, size_t n, int relu) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const size_t j = i % (size_t)c;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (ChannelCursor ch(i, stride, (size_t)c); i < n; i += stride, ch.next()) {
+        const size_t j = ch.c;
         const float v =
             __fadd_rn(__fmul_rn(__fsub_rn(ld(x, i), mean[j]), scale[j]), ld(beta, j));
         cuop_st(y, ydt, i, relu && v < 0.0f ? 0.0f : v);
@@ -233,9 +276,10 @@ __global__ void bwd_stats(const double *part, int64_t nchunks, int64_t m, int64_
 /* dx = k (dy - dbeta/M - xhat dgamma/M), xhat = (x - mean) invstd, FP32. */
 __global__ void bwd_apply(Vec dy, Vec x, const float *sm, const float *si, const float *kc,
                           void *dx, mpx_dtype dxdt, int64_t c, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const size_t j = i % (size_t)c;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (ChannelCursor ch(i, stride, (size_t)c); i < n; i += stride, ch.next()) {
+        const size_t j = ch.c;
         const float xhat = __fmul_rn(__fsub_rn(ld(x, i), sm[j]), si[j]);
         const float inner =
             __fsub_rn(__fsub_rn(ld(dy, i), kc[c + j]), __fmul_rn(xhat, kc[2 * c + j]));
@@ -297,6 +341,7 @@ extern "C" mpx_status mpx_batchnorm_forward_cuda(const mpx_batchnorm_attr *a, co
         chunk_sums<<<grid, kLaunchThreads>>>(vec(x), Vec{nullptr, MPX_F32}, nullptr, m, c, rows,
                                              nchunks, part);
         CUOP_LAUNCHED(FWD, "chunk sums", x);
+        MPX_TRY(launch_group_sums(FWD, x, part, nchunks, c));
         fwd_stats<<<channel_grid(c), 128>>>(
             part, nchunks, m, c, vec(x), vec(gamma), a->eps, a->momentum, running_mean->data,
             running_mean->dtype, running_var->data, running_var->dtype, save_mean->data,
@@ -350,6 +395,7 @@ extern "C" mpx_status mpx_batchnorm_backward_cuda(const mpx_batchnorm_attr *a,
     MPX_TRY(mpx_cuda_grid((size_t)(nchunks * c), &grid));
     chunk_sums<<<grid, kLaunchThreads>>>(vec(dy), vec(x), sm, m, c, rows, nchunks, part);
     CUOP_LAUNCHED(BWD, "chunk sums", dy);
+    MPX_TRY(launch_group_sums(BWD, dy, part, nchunks, c));
     bwd_stats<<<channel_grid(c), 128>>>(part, nchunks, m, c, vec(gamma), si, dgamma->data,
                                         dgamma->dtype, dbeta->data, dbeta->dtype, kc);
     CUOP_LAUNCHED(BWD, "statistics", dgamma);

@@ -133,10 +133,11 @@ __global__ void krsc_to_hwio(const void *src, mpx_dtype sdt, void *dw, mpx_dtype
  * own FP32 data. */
 __global__ void bias_store(const float *src, void *y, mpx_dtype ydt, const void *bias,
                            mpx_dtype bdt, int k, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (ChannelCursor ch(i, stride, (size_t)k); i < n; i += stride, ch.next()) {
         float v = src[i];
-        if (bias) v = v + cuop_ld(bias, bdt, i % (size_t)k);
+        if (bias) v = v + cuop_ld(bias, bdt, ch.c);
         cuop_st(y, ydt, i, v);
     }
 }

@@ -111,9 +111,10 @@ struct Gemm {
 __global__ void round_out(const float *acc, const void *bias, mpx_dtype bdt, size_t n, void *y,
                           mpx_dtype ydt, size_t total) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (ChannelCursor ch(i, stride, n); i < total; i += stride, ch.next()) {
         float v = acc[i];
-        if (bias) v = __fadd_rn(v, cuop_ld(bias, bdt, i % n));
+        if (bias) v = __fadd_rn(v, cuop_ld(bias, bdt, ch.c));
         cuop_st(y, ydt, i, v);
     }
 }

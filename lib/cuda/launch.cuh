@@ -60,6 +60,22 @@ static inline mpx_status mpx_cuda_scratch(size_t bytes, void **p) {
     return MPX_OK;
 }
 
+/* The channel c of a grid-stride loop's element i (i mod channels, for the per-channel vectors
+ * of a [..., C] tensor), carried along with i: one division per thread rather than a 64-bit
+ * remainder per element, which costs more instructions than the element's own arithmetic
+ * in a memory-bound pass over 16-bit data.
+ *   for (size_t i = first; i < n; i += stride, ch.next()) { ... ch.c ... } */
+struct ChannelCursor {
+    size_t c, step, channels;
+    __device__ ChannelCursor(size_t first, size_t stride, size_t n_channels)
+        : c(n_channels ? first % n_channels : 0), step(n_channels ? stride % n_channels : 0),
+          channels(n_channels) {} /* 0 channels: an empty loop, no division by 0 */
+    __device__ void next() {
+        c += step;
+        if (c >= channels) c -= channels;
+    }
+};
+
 /* x86 and ARM pass a NaN operand through quieted, payload kept; the GPU returns its canonical
  * NaN instead. These keep the operand's NaN (the first operand's when both are NaN) so that
  * NaN gradients carry the CPU's bits. A NaN made from non-NaN operands (Inf - Inf, 0 * Inf) is

@@ -4,10 +4,15 @@
  * x [..., C] is viewed as [M, C]. Batch-norm is memory-bound, so every pass streams whole rows
  * (contiguous, vectorised over channels). Per-channel sums are accumulated in double over
  * fixed chunks of rows — the chunking depends only on M, never on the thread count — and the
- * chunk partials are added in chunk order, so results are bit-identical across thread counts
- * and runs. The variance uses sums shifted by the first row (x - x[0]), which keeps
- * E[d^2] - E[d]^2 free of the cancellation of the unshifted formula at the cost of a single
- * read pass. Chunk partials live in a buffer that grows to the largest shape seen (ops run on
+ * chunk partials are added in a fixed order (in chunk order within groups of GROUP chunks, then
+ * the group sums in group order), so results are bit-identical across thread counts and runs.
+ * The CUDA backend reproduces these bits with one thread per (chunk, channel) and then per
+ * (group, channel): up to 4096 chunks, so that a GPU has enough independent sums to keep its
+ * memory busy (ResNet-50's 112x112x64 batch-norm at batch 256: 262K of them), and the groups,
+ * so that adding 4096 partials per channel is not one long serial chain there (64 rows at
+ * least per chunk: the partials stay under 1/16 of x's FP32 bytes, 2 doubles per 64 values).
+ * The variance uses sums shifted by the first row (x - x[0]), which keeps E[d^2] - E[d]^2 free
+ * of the cancellation of the unshifted formula at the cost of a single read pass. Chunk partials live in a buffer that grows to the largest shape seen (ops run on
  * one thread at a time), so steady-state training allocates nothing here.
  */
 #include <math.h>
@@ -17,7 +22,7 @@
 #include "mpx/ops.h"
 #include "ops_internal.h"
 
-enum { CHUNK_MIN = 32, MAX_CHUNKS = 256 };
+enum { CHUNK_MIN = 64, MAX_CHUNKS = 4096, GROUP = 64 };
 
 static const char *const FWD = "batchnorm forward";
 static const char *const BWD = "batchnorm backward";
@@ -46,6 +51,32 @@ static int64_t chunking(int64_t m, int64_t *rows) {
     if (r < CHUNK_MIN) r = CHUNK_MIN;
     *rows = r;
     return (m + r - 1) / r;
+}
+
+/* Per-channel totals t1[C], t2[C] of the chunk partials (part as chunk_sums leaves it): each
+ * group's partials added in chunk order onto its first, then the group sums added in group
+ * order starting from 0 (lib/cuda/batchnorm.cu adds in the same order; a group sum's sign of
+ * zero cannot reach a total, which starts from +0). The group sums overwrite each group's
+ * first partials. Channels are the inner loop: only the order per channel matters, and a
+ * chunk's partials are contiguous over channels. */
+static void add_partials(double *part, int64_t nchunks, int64_t c, double *t1, double *t2) {
+    memset(t1, 0, (size_t)c * sizeof *t1);
+    memset(t2, 0, (size_t)c * sizeof *t2);
+    for (int64_t g0 = 0; g0 < nchunks; g0 += GROUP) {
+        const int64_t g1 = g0 + GROUP < nchunks ? g0 + GROUP : nchunks;
+        double *a1 = part + (2 * g0) * c, *a2 = part + (2 * g0 + 1) * c;
+        for (int64_t k = g0 + 1; k < g1; k++) {
+            const double *p1 = part + (2 * k) * c, *p2 = part + (2 * k + 1) * c;
+            for (int64_t j = 0; j < c; j++) {
+                a1[j] += p1[j];
+                a2[j] += p2[j];
+            }
+        }
+        for (int64_t j = 0; j < c; j++) {
+            t1[j] += a1[j];
+            t2[j] += a2[j];
+        }
+    }
 }
 
 /* The partial-sum buffer, grown to the largest request seen. */
@@ -121,21 +152,19 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
     float *yd = y->data, *rm = running_mean->data, *rv = running_var->data;
     float *mean = NULL, *scale = NULL;
     int64_t rows, nchunks = chunking(m, &rows);
-    double *part = partials(2 * nchunks * c + 2 * c);
+    double *part = partials(2 * nchunks * c + 3 * c);
     if (!part) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for partial sums", FWD);
-    float *mv = (float *)(part + 2 * nchunks * c); /* mean[C], scale[C] as floats */
+    double *tot = part + 2 * nchunks * c;   /* two totals per channel */
+    float *mv = (float *)(tot + 2 * c);     /* mean[C], scale[C] as floats */
     mean = mv;
     scale = mv + c;
     if (a->training) {
         float *sm = save_mean->data, *si = save_invstd->data;
         chunk_sums(xd, NULL, NULL, m, c, rows, nchunks, part);
+        add_partials(part, nchunks, c, tot, tot + c);
         const double mom = a->momentum;
         for (int64_t j = 0; j < c; j++) {
-            double s1 = 0, s2 = 0;
-            for (int64_t k = 0; k < nchunks; k++) {
-                s1 += part[(2 * k) * c + j];
-                s2 += part[(2 * k + 1) * c + j];
-            }
+            const double s1 = tot[j], s2 = tot[c + j];
             double dm = s1 / (double)m, var = s2 / (double)m - dm * dm;
             if (var < 0) var = 0;
             double mu = xd[j] + dm, invstd = 1.0 / sqrt(var + a->eps);
@@ -194,16 +223,15 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
     const float *sm = save_mean->data, *si = save_invstd->data;
     float *dxd = dx->data, *dg = dgamma->data, *db = dbeta->data;
     int64_t rows, nchunks = chunking(m, &rows);
-    double *part = partials(2 * nchunks * c + 3 * c);
+    double *part = partials(2 * nchunks * c + 2 * c + 2 * c);
     if (!part) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for partial sums", BWD);
     chunk_sums(dyd, xd, sm, m, c, rows, nchunks, part);
-    float *k = (float *)(part + 2 * nchunks * c), *mdb = k + c, *mdg = mdb + c;
+    double *tot = part + 2 * nchunks * c; /* two totals per channel */
+    add_partials(part, nchunks, c, tot, tot + c);
+    float *k = (float *)(tot + 2 * c), *mdb = k + c, *mdg = mdb + c; /* 3C floats in 2C doubles */
     for (int64_t j = 0; j < c; j++) {
-        double sdy = 0, sdyx = 0;
-        for (int64_t q = 0; q < nchunks; q++) {
-            sdy += part[(2 * q) * c + j];
-            sdyx += part[(2 * q + 1) * c + j];
-        }
+        const double sdy = tot[j];
+        double sdyx = tot[c + j];
         sdyx *= si[j]; /* sum dy * (x - mean), times invstd: sum dy * xhat */
         db[j] = (float)sdy;
         dg[j] = (float)sdyx;

@@ -1,14 +1,15 @@
 /* test_batchnorm_cuda.c — the CUDA backend's batch-norm (lib/cuda/batchnorm.cu) against the CPU
  * backend: training forward (y, saved mean and inverse std, running mean and variance updated
  * with momentum), inference forward, and backward (dx, dgamma, dbeta), for row counts that give
- * one chunk, a few chunks with a short last one, and the CPU's maximum of 256 chunks, odd
+ * one chunk, a few chunks with a short last one, several groups of 64 chunks with a short last
+ * group, and the CPU's maximum of 4096 chunks (64 full groups, a short last chunk), odd
  * channel counts, in F32, F16 and BF16 storage of x / y / dy / dx / gamma / beta (statistics and
  * parameter gradients F32, and one configuration with BF16 running statistics).
  *
  * Tolerance: none — every comparison is exact (check_exact: the CPU's FP32 bits, rounded once
  * into the output's storage dtype). The GPU reproduces the CPU's arithmetic: the same fixed
- * chunks of rows (a function of M only), double sums in row order within a chunk and chunk order
- * across chunks, the same double formulas for the statistics (IEEE division and sqrt, correctly
+ * chunks of rows (a function of M only), double sums in row order within a chunk, chunk order
+ * within a group of 64 chunks and group order across groups, the same double formulas for the statistics (IEEE division and sqrt, correctly
  * rounded on both), and the same FP32 element-wise operations without FMA contraction (the CPU
  * build targets baseline x86-64, which has no FMA; the kernels use _rn intrinsics).
  * Inputs are uniform, offset from zero (x in [2, 5), so the shifted-moment formula matters).
@@ -41,9 +42,10 @@ typedef struct {
 static const bn_shape SHAPES[] = {
     {2, {2, 1}},        /* M = 2, C = 1 */
     {3, {4, 5, 3}},     /* one chunk */
-    {3, {2, 40, 7}},    /* M = 80: chunks of 32, the last short */
-    {2, {300, 33}},     /* 10 chunks */
-    {4, {9, 10, 100, 5}}, /* M = 9000: 250 chunks of 36 */
+    {3, {2, 40, 7}},    /* M = 80: chunks of 64, the last short */
+    {2, {300, 33}},     /* 5 chunks */
+    {4, {9, 10, 100, 5}}, /* M = 9000: 141 chunks of 64, in groups of 64, 64 and 13 */
+    {3, {5, 57343, 3}}, /* M = 286715: 4096 chunks of 70 (the last of 65), 64 groups */
 };
 
 static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {

@@ -292,6 +292,9 @@ int main(void) {
      * element of x (a prime, so the samples cover every channel) to stay fast. */
     static const int64_t s6[] = {8, 16, 16, 24};
     check_shape(4, s6, 211, 60);
+    /* M = 9000: 141 chunks of 64 rows, their partials added in groups of 64, 64 and 13. */
+    static const int64_t s7[] = {9, 10, 100, 5};
+    check_shape(4, s7, 211, 70);
     check_errors();
     return mpx_test_done(__FILE__);
 }
