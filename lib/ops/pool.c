@@ -62,8 +62,11 @@ mpx_status mpx_maxpool2d_forward_cpu(const mpx_pool2d_attr *a, const mpx_tensor 
                 for (int64_t iy = y0; iy < y1; iy++)
                     for (int64_t ix = (iy == y0 ? x0 + 1 : x0); ix < x1; ix++) {
                         const float *v = xd + ((in * h + iy) * w + ix) * c;
-                        for (int64_t j = 0; j < c; j++)
-                            if (v[j] > out[j] || (v[j] != v[j] && out[j] == out[j])) out[j] = v[j];
+                        /* a select, not a conditional store, so that it vectorises */
+                        for (int64_t j = 0; j < c; j++) {
+                            const float o = out[j], u = v[j];
+                            out[j] = u > o || (u != u && o == o) ? u : o;
+                        }
                     }
             }
         }
@@ -97,20 +100,30 @@ mpx_status mpx_maxpool2d_backward_cpu(const mpx_pool2d_attr *a, const mpx_tensor
                 for (int64_t ox = 0; ox < ow; ox++) {
                     int64_t x0, x1;
                     window(ox, a, w, &x0, &x1);
-                    int64_t o = ((in * oh + oy) * ow + ox) * c;
-                    for (int64_t j = c0; j < c1; j++) {
-                        float m = yd[o + j];
-                        int found = 0;
-                        for (int64_t iy = y0; iy < y1 && !found; iy++)
-                            for (int64_t ix = x0; ix < x1; ix++) {
-                                int64_t i = ((in * h + iy) * w + ix) * c + j;
-                                if (xd[i] == m || (xd[i] != xd[i] && m != m)) {
-                                    dxd[i] += dyd[o + j];
-                                    found = 1;
-                                    break;
-                                }
+                    const int64_t o = ((in * oh + oy) * ow + ox) * c + c0, nc = c1 - c0;
+                    const int64_t wide = x1 - x0;
+                    const float *m = yd + o;
+                    /* Per channel of the block, the first window position (row-major) whose
+                     * x matches y: a pass over the window's positions for all the block's
+                     * channels at once (compares and selects, which vectorise, instead of a
+                     * search per channel), then one add per channel. */
+                    int at[CB], found[CB] = {0};
+                    for (int64_t iy = y0, p = 0; iy < y1; iy++)
+                        for (int64_t ix = x0; ix < x1; ix++, p++) {
+                            const float *xv = xd + ((in * h + iy) * w + ix) * c + c0;
+                            for (int64_t j = 0; j < nc; j++) {
+                                const int match =
+                                    (xv[j] == m[j]) | ((xv[j] != xv[j]) & (m[j] != m[j]));
+                                const int hit = match & (found[j] ^ 1);
+                                at[j] = hit ? (int)p : at[j];
+                                found[j] |= hit;
                             }
-                    }
+                        }
+                    for (int64_t j = 0; j < nc; j++)
+                        if (found[j]) {
+                            const int64_t iy = y0 + at[j] / wide, ix = x0 + at[j] % wide;
+                            dxd[((in * h + iy) * w + ix) * c + c0 + j] += dyd[o + j];
+                        }
                 }
             }
         }
