@@ -19,6 +19,9 @@ static void help(void) {
            "of the model's dominant GEMM shape measured in the same run, and the host's waits\n"
            "for the backend per step (`waits`: on a GPU each stalls the host until the device is\n"
            "done; the CPU counts the same calls, so the number is the executor's on both).\n"
+           "GFLOP/s is the arithmetic done: the convolutions' and GEMMs' FLOPs, less the products\n"
+           "with all-zero gradient rows that an operator left out (the CPU's linear backward:\n"
+           "BERT's ignored MLM positions; JSON skipped_gflop_per_step).\n"
            "  --device D     cpu or cuda (the same as train.device=D; default: the config's)\n"
            "  --steps N      measured rounds (default 10); --warmup N rounds first (default 2)\n"
            "  --modes LIST   precision modes to compare (default: the config's)\n"
@@ -61,10 +64,11 @@ static void write_json(FILE *f, const char *config, const mpx_bench_result *r, i
         const mpx_bench_row *w = &r->rows[i];
         fprintf(f, "    {\"name\": \"%s\", \"mode\": \"%s\", \"median_s\": %.6g, \"min_s\": %.6g, "
                    "\"max_s\": %.6g, \"samples_per_s\": %.6g, \"gflops\": %.6g, \"ratio_to_sgemm\": %.6g, "
-                   "\"tokens_per_s\": %.6g, \"arena_mib\": %.1f, \"host_waits_per_step\": %.6g}%s\n",
+                   "\"tokens_per_s\": %.6g, \"arena_mib\": %.1f, \"host_waits_per_step\": %.6g, "
+                   "\"skipped_gflop_per_step\": %.6g}%s\n",
                 w->name, w->mode, w->median_s, w->min_s, w->max_s, w->samples_per_s, w->gflops,
                 w->ratio_ref, w->samples_per_s * tokens, w->arena_bytes / 1048576.0, w->waits_per_step,
-                i + 1 < r->n ? "," : "");
+                w->skipped_flops * 1e-9, i + 1 < r->n ? "," : "");
     }
     fprintf(f, "  ]");
     if (r->has_overheads) {
@@ -165,6 +169,11 @@ int cmd_bench(int argc, char **argv) {
         if (tokens) printf(" %9.0f", w->samples_per_s * tokens);
         printf("\n");
     }
+    double skipped = 0;
+    for (int i = 0; i < r.n; i++) skipped = fmax(skipped, r.rows[i].skipped_flops);
+    if (skipped > 0)
+        printf("GFLOP/s counts the arithmetic done: the operators left out up to %.3f GFLOP per "
+               "step as products with all-zero rows of a gradient\n", skipped * 1e-9);
     printf("peak RSS: %.1f MiB\n", r.peak_rss / 1048576.0);
     if (r.has_scratch_peak)
         printf("device scratch peak: %.1f MiB (operator scratch and cuDNN's workspace, beyond the "

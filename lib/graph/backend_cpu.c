@@ -181,6 +181,7 @@ static const mpx_backend g_cpu = {
     .linear_t_forward = mpx_linear_t_forward_cpu,
     .linear_t_backward_data = mpx_linear_t_backward_data_cpu,
     .linear_t_backward_weights = mpx_linear_t_backward_weights_cpu,
+    .skipped_flops = mpx_linear_zero_row_flops,
     .layernorm_forward = mpx_layernorm_forward_cpu,
     .layernorm_backward = mpx_layernorm_backward_cpu,
     .gelu_forward = mpx_gelu_forward_cpu,

@@ -629,8 +629,12 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
         gnode *n = &g->nodes[i];
         if (n->op == OP_INPUT) continue;
         double t0 = g->profile ? profile_clock(g) : 0;
+        const double skipped0 = g->profile && g->be->skipped_flops ? g->be->skipped_flops() : 0;
         st = backward_node(g, n);
-        if (g->profile) n->prof_bwd += profile_clock(g) - t0;
+        if (g->profile) {
+            n->prof_bwd += profile_clock(g) - t0;
+            if (g->be->skipped_flops) n->prof_skipped += g->be->skipped_flops() - skipped0;
+        }
         if (st != MPX_OK) st = mpx_fail_context(st, "backward of %s '%s'", op_name(n->op), n->name);
     }
     if (st == MPX_OK && o->stats) {

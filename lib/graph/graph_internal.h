@@ -124,6 +124,7 @@ typedef struct {
     int als_valid;
     /* profiling */
     double prof_fwd, prof_bwd;
+    double prof_skipped;     /* FLOPs its backward's operators left out (backend skipped_flops) */
     int64_t prof_calls;
 } gnode;
 

@@ -16,7 +16,7 @@ double mpx_graph_scaling_seconds(const mpx_graph *g) { return g->scaling_s; }
 
 void mpx_graph_profile_reset(mpx_graph *g) {
     for (int i = 0; i < g->n_nodes; i++) {
-        g->nodes[i].prof_fwd = g->nodes[i].prof_bwd = 0;
+        g->nodes[i].prof_fwd = g->nodes[i].prof_bwd = g->nodes[i].prof_skipped = 0;
         g->nodes[i].prof_calls = 0;
     }
 }
@@ -34,7 +34,7 @@ int mpx_graph_profile_ops(const mpx_graph *g, mpx_op_profile *out, int cap) {
         }
         out[k].fwd_s += nd->prof_fwd;
         out[k].bwd_s += nd->prof_bwd;
-        out[k].gflop += 1e-9 * node_flops(g, nd, 1) * (double)nd->prof_calls;
+        out[k].gflop += 1e-9 * (node_flops(g, nd, 1) * (double)nd->prof_calls - nd->prof_skipped);
         out[k].calls += nd->prof_calls;
     }
     return n;
@@ -66,7 +66,7 @@ void mpx_graph_profile_print(const mpx_graph *g, FILE *f, int top_nodes) {
     for (int i = 0; i < top_nodes && i < g->n_nodes; i++) {
         const gnode *nd = order[i];
         double t = nd->prof_fwd + nd->prof_bwd;
-        double gf = 1e-9 * node_flops(g, nd, 1) * (double)nd->prof_calls;
+        double gf = 1e-9 * (node_flops(g, nd, 1) * (double)nd->prof_calls - nd->prof_skipped);
         fprintf(f, "  %-28s %-10s fwd %8.4f s  bwd %8.4f s  %7.1f GFLOP/s\n", nd->name,
                 op_name(nd->op), nd->prof_fwd, nd->prof_bwd, t > 0 ? gf / t : 0);
     }

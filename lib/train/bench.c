@@ -56,6 +56,7 @@ typedef struct {
     double *t;        /* per-round step seconds */
     double *w;        /* per-round seconds of the scaling work inside the step */
     int64_t waits;    /* the host's waits for the backend over the measured rounds */
+    double skipped;   /* FLOPs its operators left out over the measured rounds */
 } variant;
 
 /* The overhead variants, in round order after the precision modes (at most 3 of those). */
@@ -124,6 +125,8 @@ static double sgemm_rate(int m, int n, int k) {
 
 static mpx_status one_step(variant *v, double *seconds, double *scaling_seconds) {
     const int64_t waits0 = mpx_graph_host_waits(v->g);
+    const mpx_backend *be = mpx_graph_backend(v->g);
+    const double skipped0 = be->skipped_flops ? be->skipped_flops() : 0;
     double w0 = mpx_graph_scaling_seconds(v->g), t0 = mpx_now();
     mpx_graph_set_step(v->g, v->step);
     MPX_TRY(mpx_graph_forward(v->g, 1));
@@ -138,6 +141,7 @@ static mpx_status one_step(variant *v, double *seconds, double *scaling_seconds)
     }
     *seconds = mpx_now() - t0;
     *scaling_seconds = mpx_graph_scaling_seconds(v->g) - w0;
+    if (be->skipped_flops) v->skipped += be->skipped_flops() - skipped0;
     v->waits += mpx_graph_host_waits(v->g) - waits0;
     /* adaptive "cached" variants never reach an update step after their first */
     v->step++;
@@ -252,7 +256,7 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         }
     if (st == MPX_OK && o->profile)
         for (int i = 0; i < nv; i++) mpx_graph_profile(v[i].g, 1);
-    for (int i = 0; i < nv; i++) v[i].waits = 0; /* counted over the measured rounds */
+    for (int i = 0; i < nv; i++) v[i].waits = 0, v[i].skipped = 0; /* over the measured rounds */
     for (int r = 0; r < o->steps && st == MPX_OK; r++) {
         for (int i = 0; i < nv && st == MPX_OK; i++) st = one_step(&v[i], &v[i].t[r], &v[i].w[r]);
         if (o->progress) fprintf(stderr, "\rbench: round %d/%d", r + 1, o->steps);
@@ -286,7 +290,8 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
                 row->max_s = fmax(row->max_s, v[i].t[r]);
             }
             row->samples_per_s = res->batch / row->median_s;
-            row->gflops = res->flops_per_step / row->median_s * 1e-9;
+            row->skipped_flops = v[i].skipped / o->steps;
+            row->gflops = (res->flops_per_step - row->skipped_flops) / row->median_s * 1e-9;
             row->ratio_ref = row->gflops / res->ref_gflops;
             mpx_memory_plan mp;
             mpx_graph_memory(v[i].g, &mp);

@@ -89,6 +89,11 @@ typedef struct mpx_backend {
      * not run as such and runs on FP32 data instead (cuda.h: mpx_cuda_conv16_fallbacks); a
      * speed question, not a numerical one. NULL where there is no such path. */
     int64_t (*conv16_fallbacks)(void);
+    /* Optional: the GEMM FLOPs its operators have left out since the process started, because
+     * they multiplied only zeros (the CPU's linear backward skips all-zero rows of dy:
+     * ops.h, mpx_linear_zero_row_flops). Benchmarks and the profile subtract them from the
+     * FLOPs a graph counts, so that GFLOP/s is the arithmetic done. NULL: never skips. */
+    double (*skipped_flops)(void);
 
     /* numerics */
     void (*cast)(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);
