@@ -19,9 +19,9 @@ static void help(void) {
            "of the model's dominant GEMM shape measured in the same run, and the host's waits\n"
            "for the backend per step (`waits`: on a GPU each stalls the host until the device is\n"
            "done; the CPU counts the same calls, so the number is the executor's on both).\n"
-           "GFLOP/s is the arithmetic done: the convolutions' and GEMMs' FLOPs, less the products\n"
-           "with all-zero gradient rows that an operator left out (the CPU's linear backward:\n"
-           "BERT's ignored MLM positions; JSON skipped_gflop_per_step).\n"
+           "GFLOP/s is the arithmetic done: the convolutions' and GEMMs' FLOPs, less what an\n"
+           "operator left out — products with all-zero gradient rows, rows no loss reads (the\n"
+           "CPU's linear layers at BERT's ignored MLM positions; JSON skipped_gflop_per_step).\n"
            "  --device D     cpu or cuda (the same as train.device=D; default: the config's)\n"
            "  --steps N      measured rounds (default 10); --warmup N rounds first (default 2)\n"
            "  --modes LIST   precision modes to compare (default: the config's)\n"
@@ -173,7 +173,8 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < r.n; i++) skipped = fmax(skipped, r.rows[i].skipped_flops);
     if (skipped > 0)
         printf("GFLOP/s counts the arithmetic done: the operators left out up to %.3f GFLOP per "
-               "step as products with all-zero rows of a gradient\n", skipped * 1e-9);
+               "step (products with all-zero gradient rows, rows no loss reads)\n",
+               skipped * 1e-9);
     printf("peak RSS: %.1f MiB\n", r.peak_rss / 1048576.0);
     if (r.has_scratch_peak)
         printf("device scratch peak: %.1f MiB (operator scratch and cuDNN's workspace, beyond the "

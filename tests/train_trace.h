@@ -3,7 +3,8 @@
  * exactly (tests/model/test_direct_io.c: an instrumented CPU backend; tests/cuda/
  * test_direct_io_cuda.c: the CUDA backend with and without direct 16-bit I/O; tests/model/
  * test_fusion.c: with and without fusion: ReLUs in their producers, add inputs sharing the
- * add's gradient).
+ * add's gradient; tests/model/test_loss_rows.c: BERT's decoder on the rows its loss reads, or on
+ * all).
  *
  * Header-only (static functions): each test is its own executable. The models: a ResNet-20 at
  * width 0.25 with the ImageNet stem (7x7 / 2 conv and max-pool) on 16x16 images, a one-layer
@@ -33,6 +34,8 @@ typedef struct {
     int decoded; /* precision.direct_io = false: the executor must not use the direct path */
     int fma;     /* precision.tensor_cores = false (a device then computes as with FP32 views) */
     int unfused; /* mpx_graph_fuse(g, 0): every ReLU on its own */
+    int all_rows; /* mpx_graph_loss_rows(g, 0): the decoder computes the rows the loss ignores */
+    int mlm;     /* BERT: labels as masked-LM batches have them, 15% predicted, the rest -1 */
 } variant;
 
 /* What a run produced, step by step. */
@@ -65,6 +68,10 @@ static void set_f32(mpx_graph *g, int t, int64_t n, uint64_t seed) {
     free(v);
 }
 
+/* The variant `mlm`'s BERT label of position i: 3 of the 16 predicted (i % 5 == 2), the rest
+ * ignored (-1), as in a masked-LM batch. */
+static int32_t mlm_label(int i) { return i % 5 == 2 ? 1 + i % 39 : -1; }
+
 /* g compiled on `be` in the variant's precision. */
 static void compile_variant(mpx_graph *g, const variant *v, const mpx_backend *be, uint64_t seed) {
     mpx_precision p;
@@ -72,6 +79,7 @@ static void compile_variant(mpx_graph *g, const variant *v, const mpx_backend *b
     p.direct_io = !v->decoded;
     p.tensor_cores = !v->fma;
     mpx_graph_fuse(g, !v->unfused);
+    mpx_graph_loss_rows(g, !v->all_rows);
     CHECK_OK(mpx_graph_compile_backend(g, &p, be, seed));
 }
 
@@ -106,7 +114,13 @@ static mpx_graph *build(const variant *v, const mpx_backend *be) {
         CHECK_OK(mpx_graph_set_input(g, io.positions, pos, MPX_I32, BATCH * T));
         set_i32(g, io.segments, BATCH * T, 2, 0, 3);
         CHECK_OK(mpx_graph_set_input(g, io.mask, mask, MPX_I32, BATCH * T));
-        set_i32(g, io.labels, BATCH * T, 41, -1, 4); /* -1: not predicted */
+        if (v->mlm) { /* 15% predicted (3 of the 16 positions), the rest ignored */
+            int32_t lab[BATCH * 8];
+            for (int i = 0; i < BATCH * T; i++) lab[i] = mlm_label(i);
+            CHECK_OK(mpx_graph_set_input(g, io.labels, lab, MPX_I32, BATCH * T));
+        } else {
+            set_i32(g, io.labels, BATCH * T, 41, -1, 4); /* -1: not predicted */
+        }
     } else {
         mpx_ssd_cfg c;
         mpx_ssd_defaults(&c);
@@ -184,7 +198,7 @@ static void trace_free(trace *tr) {
 
 /* a and b (e.g. FP32 views and direct, or unfused and fused) must agree in every bit: each step's loss, non-finite count and
  * gradient norm, every statistics row, and the final weights. */
-static void compare_traces(const char *what, const trace *a, const trace *b) {
+static inline void compare_traces(const char *what, const trace *a, const trace *b) {
     for (int s = 0; s < STEPS; s++) {
         CHECK(isfinite(a->loss[s]), "%s step %d: loss %g", what, s, (double)a->loss[s]);
         CHECK(memcmp(&a->loss[s], &b->loss[s], sizeof(float)) == 0,

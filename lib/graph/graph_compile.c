@@ -259,6 +259,27 @@ static void plan_fusion(mpx_graph *g) {
 }
 
 void mpx_graph_fuse(mpx_graph *g, int on) { g->no_fusion = !on; }
+
+/* A linear layer whose output only a softmax cross-entropy reads (as its logits) runs its forward
+ * on the rows that loss reads: the rows whose label is >= 0. The ignored rows' logits are left
+ * 0 — the loss never reads them (softmax_ce.c) and nothing else can — and their gradient is zero,
+ * which the linear backward skips by itself (linear.c). */
+static void plan_loss_rows(mpx_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) g->nodes[i].loss_rows = -1;
+    if (g->all_rows) return;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const gnode *ce = &g->nodes[i];
+        if (ce->op != OP_SOFTMAX_CE) continue;
+        const gtensor *logits = &g->tensors[ce->in[0]];
+        if (logits->n_consumers != 1 || logits->producer < 0) continue;
+        gnode *p = &g->nodes[logits->producer];
+        if ((p->op == OP_LINEAR && g->be->linear_forward_rows) ||
+            (p->op == OP_LINEAR_T && g->be->linear_t_forward_rows))
+            p->loss_rows = ce->in[1];
+    }
+}
+
+void mpx_graph_loss_rows(mpx_graph *g, int on) { g->all_rows = !on; }
 int mpx_graph_n_fused(const mpx_graph *g) { return g->n_fused; }
 int mpx_graph_n_shared_grads(const mpx_graph *g) { return g->n_shared; }
 
@@ -363,6 +384,7 @@ mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *prec,
     }
 
     plan_fusion(g);
+    plan_loss_rows(g);
     mpx_status st = plan_and_allocate(g);
     if (st == MPX_OK) {
         g->dev_stats = g->be->alloc((size_t)(g->n_layers > 0 ? g->n_layers : 1) * 2 *

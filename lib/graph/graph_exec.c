@@ -373,10 +373,12 @@ mpx_status mpx_graph_forward(mpx_graph *g, int training) {
         if (n->op == OP_INPUT) continue;
         scratch_reset(g);
         double t0 = g->profile ? profile_clock(g) : 0;
+        const double skipped0 = g->profile && g->be->skipped_flops ? g->be->skipped_flops() : 0;
         mpx_status st = node_forward(g, n, training);
         if (g->profile) {
             n->prof_fwd += profile_clock(g) - t0;
             n->prof_calls++;
+            if (g->be->skipped_flops) n->prof_skipped += g->be->skipped_flops() - skipped0;
         }
         if (st != MPX_OK) return mpx_fail_context(st, "forward of %s '%s'", op_name(n->op), n->name);
     }

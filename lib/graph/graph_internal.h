@@ -116,6 +116,8 @@ typedef struct {
     int seeds_gradient;      /* the loss: its backward starts the gradient flow */
     int fused_relu;          /* batch-norm or add: the ReLU node whose output its forward writes */
     int fused_into;          /* ReLU: the node whose forward writes its output (its own is skipped) */
+    int loss_rows;           /* linear read only by a softmax cross-entropy: that loss's labels, whose
+                              * negative entries mark rows its forward leaves 0 (-1: none) */
     int64_t fan_in;
     /* per-node precision state */
     double s_prev;           /* scale of the gradient entering the backward (last step) */
@@ -124,7 +126,7 @@ typedef struct {
     int als_valid;
     /* profiling */
     double prof_fwd, prof_bwd;
-    double prof_skipped;     /* FLOPs its backward's operators left out (backend skipped_flops) */
+    double prof_skipped;     /* FLOPs its operators left out (backend skipped_flops) */
     int64_t prof_calls;
 } gnode;
 
@@ -144,6 +146,7 @@ struct mpx_graph {
 
     int keep_grads;          /* no gradient-buffer sharing (tests) */
     int no_fusion;           /* run every ReLU on its own (mpx_graph_fuse) */
+    int all_rows;            /* compute the rows a loss ignores too (mpx_graph_loss_rows) */
     int n_fused;             /* ReLUs fused into their producers (compile) */
     int n_shared;            /* add inputs whose gradient shares the add output's storage */
     int profile;             /* time every node */

@@ -130,6 +130,19 @@ static mpx_status gemm_operand(mpx_graph *g, mpx_tensor *v) {
     return MPX_OK;
 }
 
+/* The labels of the loss that alone reads linear node n (plan_loss_rows) as the rows forward's
+ * mask: I32 [M], M the rows of x [..., IN]. */
+static mpx_status loss_rows_mask(mpx_graph *g, const gnode *n, const mpx_tensor *x,
+                                 mpx_tensor *mask) {
+    MPX_TRY(view_value(g, n->loss_rows, mask));
+    const int64_t m = mpx_tensor_numel(x) / x->shape[x->ndim - 1];
+    if (mpx_tensor_numel(mask) != m)
+        return mpx_fail(MPX_ERR_INTERNAL, "'%s': %lld loss labels for %lld rows", n->name,
+                        (long long)mpx_tensor_numel(mask), (long long)m);
+    *mask = reshaped(mask, 1, (int64_t[]){m});
+    return MPX_OK;
+}
+
 mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
     const mpx_backend *be = g->be;
     mpx_tensor x, y, w, b, b2;
@@ -155,7 +168,12 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
         MPX_TRY(view_output(g, n->out, &y));
         MPX_TRY(gemm_operand(g, &x));
         MPX_TRY(gemm_operand(g, &w));
-        MPX_TRY(be->linear_forward(&x, &w, n->n_param > 1 ? &b : NULL, &y));
+        if (n->loss_rows >= 0) {
+            MPX_TRY(loss_rows_mask(g, n, &x, &b2));
+            MPX_TRY(be->linear_forward_rows(&x, &w, n->n_param > 1 ? &b : NULL, &b2, &y));
+        } else {
+            MPX_TRY(be->linear_forward(&x, &w, n->n_param > 1 ? &b : NULL, &y));
+        }
         break;
     case OP_BATCHNORM: {
         NEED(batchnorm_forward);
@@ -278,7 +296,12 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
         MPX_TRY(view_output(g, n->out, &y));
         MPX_TRY(gemm_operand(g, &x));
         MPX_TRY(gemm_operand(g, &w));
-        MPX_TRY(be->linear_t_forward(&x, &w, n->n_param > 1 ? &b : NULL, &y));
+        if (n->loss_rows >= 0) {
+            MPX_TRY(loss_rows_mask(g, n, &x, &b2));
+            MPX_TRY(be->linear_t_forward_rows(&x, &w, n->n_param > 1 ? &b : NULL, &b2, &y));
+        } else {
+            MPX_TRY(be->linear_t_forward(&x, &w, n->n_param > 1 ? &b : NULL, &y));
+        }
         break;
     case OP_CONCAT: {
         mpx_tensor parts[MAX_IN];

@@ -16,6 +16,11 @@
  * zero row of dy whose row of x holds an Inf or NaN stays in dw. Zero rows are found by a scan
  * that stops at the first 64 values holding a nonzero, so layers whose dy has none read 256
  * bytes per row.
+ *
+ * The forward has a form for the rows a loss reads (*_forward_rows_cpu): given a mask (the
+ * labels of the softmax cross-entropy that is the layer's only reader), rows whose mask is
+ * negative are written 0 without being computed. The executor uses it for BERT's decoder, whose
+ * logits at the ignored positions nothing reads.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -102,9 +107,9 @@ static void gather_rows(const float *src, const int64_t *idx, int64_t k, int64_t
     for (int64_t j = 0; j < k; j++) memcpy(dst + j * n, src + idx[j] * n, (size_t)n * sizeof *dst);
 }
 
-static double g_zero_row_flops;
+static double g_skipped_flops;
 
-double mpx_linear_zero_row_flops(void) { return g_zero_row_flops; }
+double mpx_linear_skipped_flops(void) { return g_skipped_flops; }
 
 /* Worth gathering: at least a quarter of the m rows left out. */
 static int few_live(int64_t k, int64_t m) { return k <= m - m / 4 && k < m; }
@@ -130,7 +135,7 @@ static void backward_data(const float *dy, const float *w, int trans_w, int ldw,
         return;
     }
     float *dyk = buf, *dxk = buf + k * out;
-    g_zero_row_flops += 2.0 * (double)(m - k) * in * out;
+    g_skipped_flops += 2.0 * (double)(m - k) * in * out;
     gather_rows(dy, idx, k, out, dyk);
     mpx_sgemm(0, trans_w, (int)k, in, out, 1.0f, dyk, out, w, ldw, 0.0f, dxk, in);
     memset(dx, 0, (size_t)m * (size_t)in * sizeof *dx);
@@ -157,7 +162,7 @@ static void backward_weights(const float *dy, const float *x, int w_t, int64_t m
     int64_t rows = m;
     if (buf) {
         float *dyk = buf, *xk = buf + k * out;
-        g_zero_row_flops += 2.0 * (double)(m - k) * in * out;
+        g_skipped_flops += 2.0 * (double)(m - k) * in * out;
         gather_rows(dy, idx, k, out, dyk);
         gather_rows(x, idx, k, in, xk);
         dy = dyk;
@@ -176,8 +181,58 @@ static void backward_weights(const float *dy, const float *x, int w_t, int64_t m
     if (db) ops_column_sums(dy, rows, out, db);
 }
 
-mpx_status mpx_linear_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
-                                  mpx_tensor *y) {
+/* y[M, OUT] = x[M, IN] @ op(w) (+ b), op(w) [IN, OUT] (trans_w: w is [OUT, IN], ldw its row
+ * length). With a mask (I32 [M]) only the rows whose mask is >= 0 are computed, gathered into
+ * scratch when at least a quarter are left out, and the others are written +0: the rows a
+ * softmax cross-entropy reads, given its labels (a negative label: the row is ignored). */
+static void forward(const float *x, const float *w, int trans_w, int ldw, const float *b,
+                    const int32_t *mask, int64_t m, int in, int out, float *y) {
+    int64_t k = m, *idx = mask ? rows_scratch((size_t)m * sizeof *idx) : NULL;
+    float *buf = NULL;
+    if (idx) {
+        k = 0;
+        for (int64_t i = 0; i < m; i++)
+            if (mask[i] >= 0) idx[k++] = i;
+        if (few_live(k, m)) {
+            const size_t head = ((size_t)m * sizeof *idx + 63) & ~(size_t)63;
+            char *base = rows_scratch(head + (size_t)k * (size_t)(in + out) * sizeof(float));
+            if (base) {
+                idx = (int64_t *)base;
+                buf = (float *)(base + head);
+            }
+        }
+    }
+    const float *xs = x;
+    float *ys = y;
+    int64_t rows = m;
+    if (buf) {
+        g_skipped_flops += 2.0 * (double)(m - k) * in * out;
+        gather_rows(x, idx, k, in, buf);
+        xs = buf;
+        ys = buf + k * in;
+        rows = k;
+    }
+    mpx_sgemm(0, trans_w, (int)rows, out, in, 1.0f, xs, in, w, ldw, 0.0f, ys, out);
+    if (b) {
+#pragma omp parallel for schedule(static) if (rows * out >= OPS_PAR_MIN)
+        for (int64_t i = 0; i < rows; i++)
+            for (int j = 0; j < out; j++) ys[i * out + j] += b[j];
+    }
+    if (!buf) return;
+    memset(y, 0, (size_t)m * (size_t)out * sizeof *y);
+#pragma omp parallel for schedule(static) if (k * out >= OPS_PAR_MIN)
+    for (int64_t j = 0; j < k; j++) memcpy(y + idx[j] * out, ys + j * out, (size_t)out * sizeof *y);
+}
+
+/* The mask of a rows forward: I32 [M], M the rows of x. */
+static mpx_status mask_check(const char *op, const mpx_tensor *mask, int64_t m) {
+    MPX_TRY(ops_expect(op, "mask", mask, MPX_I32, 1));
+    return ops_expect_dim(op, "mask", mask, 0, m, "M, the rows of x");
+}
+
+mpx_status mpx_linear_forward_rows_cpu(const mpx_tensor *x, const mpx_tensor *w,
+                                       const mpx_tensor *b, const mpx_tensor *mask,
+                                       mpx_tensor *y) {
     static const char *op = "linear forward";
     int64_t m;
     MPX_TRY(linear_shapes(op, "x", x, "w", w, &m));
@@ -187,15 +242,15 @@ mpx_status mpx_linear_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, cons
         MPX_TRY(ops_expect(op, "b", b, MPX_F32, 1));
         MPX_TRY(ops_expect_dim(op, "b", b, 0, out, "OUT, dim 1 of the weights"));
     }
-    float *yd = y->data;
-    mpx_sgemm(0, 0, (int)m, out, in, 1.0f, x->data, in, w->data, out, 0.0f, yd, out);
-    if (b) {
-        const float *bd = b->data;
-#pragma omp parallel for schedule(static) if (m * out >= OPS_PAR_MIN)
-        for (int64_t i = 0; i < m; i++)
-            for (int j = 0; j < out; j++) yd[i * out + j] += bd[j];
-    }
+    if (mask) MPX_TRY(mask_check(op, mask, m));
+    forward(x->data, w->data, 0, out, b ? b->data : NULL, mask ? mask->data : NULL, m, in, out,
+            y->data);
     return MPX_OK;
+}
+
+mpx_status mpx_linear_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
+                                  mpx_tensor *y) {
+    return mpx_linear_forward_rows_cpu(x, w, b, NULL, y);
 }
 
 mpx_status mpx_linear_backward_data_cpu(const mpx_tensor *dy, const mpx_tensor *w, mpx_tensor *dx) {
@@ -241,8 +296,9 @@ static mpx_status linear_t_shapes(const char *op, const char *xn, const mpx_tens
     return MPX_OK;
 }
 
-mpx_status mpx_linear_t_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
-                                    mpx_tensor *y) {
+mpx_status mpx_linear_t_forward_rows_cpu(const mpx_tensor *x, const mpx_tensor *w,
+                                         const mpx_tensor *b, const mpx_tensor *mask,
+                                         mpx_tensor *y) {
     static const char *op = "linear_t forward";
     int64_t m;
     MPX_TRY(linear_t_shapes(op, "x", x, "w", w, &m));
@@ -252,16 +308,16 @@ mpx_status mpx_linear_t_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, co
         MPX_TRY(ops_expect(op, "b", b, MPX_F32, 1));
         MPX_TRY(ops_expect_dim(op, "b", b, 0, out, "OUT, dim 0 of the weights"));
     }
-    float *yd = y->data;
+    if (mask) MPX_TRY(mask_check(op, mask, m));
     /* y[M,OUT] = x[M,IN] @ w[OUT,IN]^T */
-    mpx_sgemm(0, 1, (int)m, out, in, 1.0f, x->data, in, w->data, in, 0.0f, yd, out);
-    if (b) {
-        const float *bd = b->data;
-#pragma omp parallel for schedule(static) if (m * out >= OPS_PAR_MIN)
-        for (int64_t i = 0; i < m; i++)
-            for (int j = 0; j < out; j++) yd[i * out + j] += bd[j];
-    }
+    forward(x->data, w->data, 1, in, b ? b->data : NULL, mask ? mask->data : NULL, m, in, out,
+            y->data);
     return MPX_OK;
+}
+
+mpx_status mpx_linear_t_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
+                                    mpx_tensor *y) {
+    return mpx_linear_t_forward_rows_cpu(x, w, b, NULL, y);
 }
 
 mpx_status mpx_linear_t_backward_data_cpu(const mpx_tensor *dy, const mpx_tensor *w,

@@ -12,6 +12,10 @@
  * +0 and some -0, and live rows whose only nonzero sits in the first block, the second or the
  * tail — a scan that stopped early or missed the tail would drop them; no zero row (the full
  * GEMM); every row zero.
+ * The rows forward (a loss's labels as the mask): rows with a mask >= 0 (0 included) against the
+ * double reference within the forward's bound (IN + 1 terms with the bias), the others +0, the
+ * FLOPs left out counted, a mask without negatives the plain forward's bits, and a mask of
+ * the wrong length refused.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -122,10 +126,10 @@ static void check_pattern(int w_t, pattern p, uint64_t seed) {
     for (int i = 0; i < OUT; i++) db[i] = NAN;
     int n_zero = 0;
     for (int i = 0; i < M; i++) n_zero += !live[i];
-    const double flops0 = mpx_linear_zero_row_flops();
+    const double flops0 = mpx_linear_skipped_flops();
     run(w_t, &tdy, &tx, &tw, &tdx, &tdw, &tdb);
     /* both passes leave every zero row out: 2 * IN * OUT FLOPs per row each */
-    const double skipped = mpx_linear_zero_row_flops() - flops0, want = 4.0 * n_zero * IN * OUT;
+    const double skipped = mpx_linear_skipped_flops() - flops0, want = 4.0 * n_zero * IN * OUT;
     CHECK(skipped == want, "%s, %s: the backward passes left out %.0f FLOPs, expected %.0f",
           layer, pname[p], skipped, want);
     double e = worst(dx, rdx, sdx, M * IN, OUT);
@@ -179,8 +183,80 @@ static void check_pattern(int w_t, pattern p, uint64_t seed) {
     free(rdx), free(sdx), free(rdw), free(sdw);
 }
 
+/* y = x @ op(w) + b on the rows a mask keeps (mask: 0, 7 and negative values). */
+static void check_forward_rows(int w_t) {
+    const char *layer = w_t ? "linear_t" : "linear";
+    float *x = malloc(M * IN * 4), *w = malloc(IN * OUT * 4), *b = malloc(OUT * 4);
+    float *y = malloc(M * OUT * 4), *y_all = malloc(M * OUT * 4);
+    int32_t mask[M], all[M];
+    for (int i = 0; i < M; i++) {
+        mask[i] = i % 4 == 0 ? 0 : i % 4 == 1 ? 7 : -1 - i; /* 20 of 40 rows kept */
+        all[i] = i % 3;
+    }
+    mpx_test_uniform(x, M * IN, -1, 1, 71);
+    mpx_test_uniform(w, IN * OUT, -1, 1, 72);
+    mpx_test_uniform(b, OUT, -1, 1, 73);
+    mpx_tensor tx = {MPX_F32, MPX_DEV_CPU, 2, {M, IN}, x};
+    mpx_tensor tw = {MPX_F32, MPX_DEV_CPU, 2, {IN, OUT}, w};
+    if (w_t) tw.shape[0] = OUT, tw.shape[1] = IN;
+    mpx_tensor tb = {MPX_F32, MPX_DEV_CPU, 1, {OUT}, b};
+    mpx_tensor ty = {MPX_F32, MPX_DEV_CPU, 2, {M, OUT}, y}, tya = ty;
+    tya.data = y_all;
+    mpx_tensor tm = {MPX_F32, MPX_DEV_CPU, 1, {M}, mask};
+    tm.dtype = MPX_I32;
+    for (int i = 0; i < M * OUT; i++) y[i] = NAN;
+    const double f0 = mpx_linear_skipped_flops();
+    if (w_t) CHECK_OK(mpx_linear_t_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty));
+    else CHECK_OK(mpx_linear_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty));
+    const double skipped = mpx_linear_skipped_flops() - f0, want = 2.0 * 20 * IN * OUT;
+    CHECK(skipped == want, "%s rows forward: %.0f FLOPs left out, expected %.0f", layer, skipped,
+          want);
+    const double gam = (IN + 1) * U / (1 - (IN + 1) * U);
+    double worst_e = 0;
+    int not_zero = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < OUT; j++) {
+            const float got = y[i * OUT + j];
+            if (mask[i] < 0) {
+                uint32_t bits;
+                memcpy(&bits, &got, 4);
+                not_zero += bits != 0;
+                continue;
+            }
+            double ref = b[j], abs_sum = fabs(b[j]);
+            for (int p = 0; p < IN; p++) {
+                const double wv = w_t ? w[j * IN + p] : w[p * OUT + j];
+                ref += (double)x[i * IN + p] * wv;
+                abs_sum += fabs((double)x[i * IN + p] * wv);
+            }
+            const double e = fabs(got - ref) / (gam * abs_sum + 1e-30);
+            if (!(e <= worst_e)) worst_e = e;
+        }
+    CHECK(worst_e <= 1, "%s rows forward: kept rows %.3g x bound", layer, worst_e);
+    CHECK(not_zero == 0, "%s rows forward: %d values of left-out rows are not +0", layer,
+          not_zero);
+    /* no negative mask value: every row, the plain forward's bits */
+    tm.data = all;
+    if (w_t) {
+        CHECK_OK(mpx_linear_t_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty));
+        CHECK_OK(mpx_linear_t_forward_cpu(&tx, &tw, &tb, &tya));
+    } else {
+        CHECK_OK(mpx_linear_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty));
+        CHECK_OK(mpx_linear_forward_cpu(&tx, &tw, &tb, &tya));
+    }
+    CHECK(!memcmp(y, y_all, M * OUT * 4), "%s rows forward with every row kept: not the plain "
+          "forward's bits", layer);
+    tm.shape[0] = M - 1;
+    mpx_status st = w_t ? mpx_linear_t_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty)
+                        : mpx_linear_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty);
+    CHECK(st == MPX_ERR_INPUT && strstr(mpx_error_message(), "mask has shape [39]"),
+          "%s rows forward, a mask of 39 rows for 40: %s", layer, mpx_error_message());
+    free(x), free(w), free(b), free(y), free(y_all);
+}
+
 int main(void) {
     for (int w_t = 0; w_t <= 1; w_t++)
         for (int p = DENSE; p <= ALL_ZERO; p++) check_pattern(w_t, (pattern)p, 100 + 10 * p + w_t);
+    for (int w_t = 0; w_t <= 1; w_t++) check_forward_rows(w_t);
     return mpx_test_done(__FILE__);
 }

@@ -89,10 +89,11 @@ typedef struct mpx_backend {
      * not run as such and runs on FP32 data instead (cuda.h: mpx_cuda_conv16_fallbacks); a
      * speed question, not a numerical one. NULL where there is no such path. */
     int64_t (*conv16_fallbacks)(void);
-    /* Optional: the GEMM FLOPs its operators have left out since the process started, because
-     * they multiplied only zeros (the CPU's linear backward skips all-zero rows of dy:
-     * ops.h, mpx_linear_zero_row_flops). Benchmarks and the profile subtract them from the
-     * FLOPs a graph counts, so that GFLOP/s is the arithmetic done. NULL: never skips. */
+    /* Optional: the GEMM FLOPs its operators have left out since the process started, as
+     * products with zeros or rows nothing reads (the CPU's linear layers skip all-zero rows of
+     * dy and the rows a loss ignores: ops.h, mpx_linear_skipped_flops). Benchmarks and the
+     * profile subtract them from the FLOPs a graph counts, so that GFLOP/s is the arithmetic
+     * done. NULL: never skips. */
     double (*skipped_flops)(void);
 
     /* numerics */
@@ -168,6 +169,14 @@ typedef struct mpx_backend {
     mpx_status (*linear_t_backward_data)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
     mpx_status (*linear_t_backward_weights)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
                                             mpx_tensor *);
+    /* Optional: linear_forward / linear_t_forward for the rows a loss reads (ops.h:
+     * mpx_linear_forward_rows_cpu): x, w, b, an I32 mask [M] (rows with a negative mask are
+     * written 0, not computed), y. The executor calls it for a layer whose only reader is a
+     * softmax cross-entropy, with that loss's labels; NULL: every row is computed. */
+    mpx_status (*linear_forward_rows)(const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
+                                      const mpx_tensor *, mpx_tensor *);
+    mpx_status (*linear_t_forward_rows)(const mpx_tensor *, const mpx_tensor *,
+                                        const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
     mpx_status (*layernorm_forward)(float, const mpx_tensor *, const mpx_tensor *,
                                     const mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *);
     mpx_status (*layernorm_backward)(const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,

@@ -149,6 +149,11 @@ void mpx_graph_keep_grads(mpx_graph *g, int keep);
  * is not stored, so mpx_graph_read refuses it; the gradients and statistics are those of the
  * unfused graph. Off: every node runs on its own (tests compare the two). */
 void mpx_graph_fuse(mpx_graph *g, int on);
+/* Before compiling: whether a linear layer whose only reader is a softmax cross-entropy computes
+ * just the rows that loss reads (default on; graph_compile.c: plan_loss_rows): rows whose label
+ * is negative are ignored by the loss, so their logits are left 0 (BERT's decoder, ~85% of its
+ * rows). Needs the backend's linear_forward_rows entries (the CPU has them). Off: every row. */
+void mpx_graph_loss_rows(mpx_graph *g, int on);
 /* After compiling: how many ReLUs were fused, and how many add inputs share the gradient. */
 int mpx_graph_n_fused(const mpx_graph *g);
 int mpx_graph_n_shared_grads(const mpx_graph *g);

@@ -123,11 +123,20 @@ mpx_status mpx_linear_t_backward_data_cpu(const mpx_tensor *dy, const mpx_tensor
                                           mpx_tensor *dx);
 mpx_status mpx_linear_t_backward_weights_cpu(const mpx_tensor *dy, const mpx_tensor *x,
                                              mpx_tensor *dw, mpx_tensor *db);
-/* The GEMM FLOPs (2 per multiply-add) that the backward passes of either layout have left out
- * since the process started, because they were products with all-zero rows of dy (skipped when
- * a quarter of the rows or more are zero: BERT's MLM decoder, whose ignored positions get zero
- * gradients). Benchmarks subtract them (backend.h: skipped_flops); tests see the path taken. */
-double mpx_linear_zero_row_flops(void);
+/* The forward for the rows a loss reads: mask I32 [M] (a softmax cross-entropy's labels), rows
+ * whose mask is negative are written 0 and not computed; NULL: every row (the forms above). */
+mpx_status mpx_linear_forward_rows_cpu(const mpx_tensor *x, const mpx_tensor *w,
+                                       const mpx_tensor *b, const mpx_tensor *mask,
+                                       mpx_tensor *y);
+mpx_status mpx_linear_t_forward_rows_cpu(const mpx_tensor *x, const mpx_tensor *w,
+                                         const mpx_tensor *b, const mpx_tensor *mask,
+                                         mpx_tensor *y);
+/* The GEMM FLOPs (2 per multiply-add) that linear layers of either layout have left out since
+ * the process started: products with all-zero rows of dy in the backward passes (skipped when a
+ * quarter of the rows or more are zero: BERT's MLM decoder, whose ignored positions get zero
+ * gradients) and rows a forward's mask excluded. Benchmarks subtract them (backend.h:
+ * skipped_flops); tests see the paths taken. */
+double mpx_linear_skipped_flops(void);
 
 /* ---- element-wise add: y = a + b (same shapes). Backward: da = db = dy (copies). ---- */
 mpx_status mpx_add_forward_cpu(const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y);
