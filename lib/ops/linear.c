@@ -111,6 +111,16 @@ static double g_skipped_flops;
 
 double mpx_linear_skipped_flops(void) { return g_skipped_flops; }
 
+/* The scratch behind the live-row list *idx (m slots, kept at the front: the scratch may move,
+ * so *idx is updated) for k gathered rows of IN and k of OUT floats; NULL when it cannot grow. */
+static float *gather_scratch(int64_t **idx, int64_t m, int64_t k, int in, int out) {
+    const size_t head = ((size_t)m * sizeof **idx + 63) & ~(size_t)63;
+    char *base = rows_scratch(head + (size_t)k * (size_t)(in + out) * sizeof(float));
+    if (!base) return NULL;
+    *idx = (int64_t *)base;
+    return (float *)(base + head);
+}
+
 /* Worth gathering: at least a quarter of the m rows left out. */
 static int few_live(int64_t k, int64_t m) { return k <= m - m / 4 && k < m; }
 
@@ -121,15 +131,8 @@ static void backward_data(const float *dy, const float *w, int trans_w, int ldw,
     int64_t *idx = m >= 4 ? rows_scratch((size_t)m * sizeof *idx) : NULL;
     int64_t k = idx ? live_rows(dy, m, out, NULL, 0, idx) : m;
     float *buf = NULL;
-    if (few_live(k, m) && row_is_finite(w, (int64_t)in * out)) {
-        /* idx first, then dy's rows [k, OUT] and dx's [k, IN]; the scratch may move */
-        const size_t head = ((size_t)m * sizeof *idx + 63) & ~(size_t)63;
-        char *base = rows_scratch(head + (size_t)k * (size_t)(in + out) * sizeof(float));
-        if (base) {
-            idx = (int64_t *)base;
-            buf = (float *)(base + head);
-        }
-    }
+    if (few_live(k, m) && row_is_finite(w, (int64_t)in * out))
+        buf = gather_scratch(&idx, m, k, in, out); /* dy's rows [k, OUT], dx's [k, IN] */
     if (!buf) {
         mpx_sgemm(0, trans_w, (int)m, in, out, 1.0f, dy, out, w, ldw, 0.0f, dx, in);
         return;
@@ -151,14 +154,7 @@ static void backward_weights(const float *dy, const float *x, int w_t, int64_t m
     int64_t *idx = m >= 4 ? rows_scratch((size_t)m * sizeof *idx) : NULL;
     int64_t k = idx ? live_rows(dy, m, out, x, in, idx) : m;
     float *buf = NULL;
-    if (few_live(k, m)) {
-        const size_t head = ((size_t)m * sizeof *idx + 63) & ~(size_t)63;
-        char *base = rows_scratch(head + (size_t)k * (size_t)(in + out) * sizeof(float));
-        if (base) {
-            idx = (int64_t *)base;
-            buf = (float *)(base + head);
-        }
-    }
+    if (few_live(k, m)) buf = gather_scratch(&idx, m, k, in, out); /* dy's rows, x's rows */
     int64_t rows = m;
     if (buf) {
         float *dyk = buf, *xk = buf + k * out;
@@ -193,14 +189,7 @@ static void forward(const float *x, const float *w, int trans_w, int ldw, const 
         k = 0;
         for (int64_t i = 0; i < m; i++)
             if (mask[i] >= 0) idx[k++] = i;
-        if (few_live(k, m)) {
-            const size_t head = ((size_t)m * sizeof *idx + 63) & ~(size_t)63;
-            char *base = rows_scratch(head + (size_t)k * (size_t)(in + out) * sizeof(float));
-            if (base) {
-                idx = (int64_t *)base;
-                buf = (float *)(base + head);
-            }
-        }
+        if (few_live(k, m)) buf = gather_scratch(&idx, m, k, in, out); /* x's rows, y's rows */
     }
     const float *xs = x;
     float *ys = y;
