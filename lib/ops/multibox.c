@@ -25,11 +25,6 @@
 static const char *const FWD = "multibox forward";
 static const char *const BWD = "multibox backward";
 
-typedef struct {
-    double conf, loc; /* sums of CE over counted priors and of smooth-L1 over positives */
-    int64_t npos;
-} image_sums;
-
 mpx_multibox_attr mpx_multibox_defaults(void) {
     return (mpx_multibox_attr){.iou_threshold = 0.5f,
                                .var_xy = 0.1f,
@@ -40,7 +35,7 @@ mpx_multibox_attr mpx_multibox_defaults(void) {
 }
 
 size_t mpx_multibox_workspace_bytes(int64_t batch, int64_t priors, int64_t gt_per_image) {
-    return (size_t)batch * ((size_t)priors * sizeof(ssd_pair) + sizeof(image_sums) +
+    return (size_t)batch * ((size_t)priors * sizeof(ssd_pair) + sizeof(ssd_image_sums) +
                             (size_t)gt_per_image * sizeof(ssd_gt_state));
 }
 
@@ -49,17 +44,12 @@ double ssd_softmax_row(const float *x, int64_t k, float *p) {
     for (int64_t j = 1; j < k; j++) mx = x[j] > mx ? x[j] : mx;
     double sum = 0;
     for (int64_t j = 0; j < k; j++) {
-        p[j] = expf(x[j] - mx);
+        p[j] = ssd_expf(x[j] - mx);
         sum += p[j];
     }
     float inv = (float)(1.0 / sum);
     for (int64_t j = 0; j < k; j++) p[j] *= inv;
     return log(sum) + (double)mx;
-}
-
-static double smooth_l1(double d) {
-    double a = fabs(d);
-    return a < 1 ? 0.5 * d * d : a - 0.5;
 }
 
 typedef struct {
@@ -72,7 +62,7 @@ typedef struct {
 } fwd_args;
 
 static void image_forward(const fwd_args *f, int64_t b, ssd_pair *pairs, ssd_gt_state *gts,
-                          image_sums *s) {
+                          ssd_image_sums *s) {
     const int64_t p = f->p, c = f->c;
     const float *conf = f->conf + b * p * c, *loc = f->loc + b * p * 4;
     const float *gt = f->gt + b * f->g * 4;
@@ -81,7 +71,7 @@ static void image_forward(const fwd_args *f, int64_t b, ssd_pair *pairs, ssd_gt_
     int32_t *tg = f->target + b * p;
 
     ssd_match_image(f->priors, p, gt, lab, f->g, f->a->iou_threshold, pairs, gts, tg);
-    *s = (image_sums){0, 0, 0};
+    *s = (ssd_image_sums){0, 0, 0};
     int64_t nneg = 0;
     for (int64_t i = 0; i < p; i++) {
         const float *x = conf + i * c;
@@ -97,7 +87,7 @@ static void image_forward(const fwd_args *f, int64_t b, ssd_pair *pairs, ssd_gt_
         s->conf += lse - x[lab[m]];
         ssd_encode_one(f->priors + 4 * i, gt + 4 * m, f->a->var_xy, f->a->var_wh, lt + 4 * i);
         for (int k = 0; k < 4; k++)
-            s->loc += smooth_l1((double)loc[4 * i + k] - (double)lt[4 * i + k]);
+            s->loc += ssd_smooth_l1((double)loc[4 * i + k] - (double)lt[4 * i + k]);
     }
     /* Mining: pairs[0..nneg) hold the non-positives' background losses, in prior order. */
     int64_t want = (int64_t)f->a->neg_per_pos * s->npos;
@@ -201,7 +191,7 @@ mpx_status mpx_multibox_forward_cpu(const mpx_multibox_attr *a, const mpx_tensor
                         .loc_target = loc_target->data,
                         .target = target->data};
     ssd_pair *pairs = workspace->data;
-    image_sums *sums = (image_sums *)(pairs + nb * p);
+    ssd_image_sums *sums = (ssd_image_sums *)(pairs + nb * p);
     ssd_gt_state *gts = (ssd_gt_state *)(sums + nb);
 #pragma omp parallel for schedule(static) if (nb > 1 && nb * p * c >= OPS_PAR_MIN)
     for (int64_t b = 0; b < nb; b++) image_forward(&f, b, pairs + b * p, gts + b * g, &sums[b]);

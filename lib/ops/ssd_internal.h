@@ -1,42 +1,18 @@
 /* ssd_internal.h — box helpers shared by the SSD sources (lib/ops/ssd_*.c, multibox.c,
- * detect_post.c): raw-pointer forms of the public functions in mpx/ssd.h, without checks. */
+ * detect_post.c): raw-pointer forms of the public functions in mpx/ssd.h, without checks. What
+ * the CUDA MultiBox shares with them as source is in ssd_box.h. */
 #ifndef MPX_SSD_INTERNAL_H
 #define MPX_SSD_INTERNAL_H
 
 #include <stdint.h>
 
 #include "mpx/error.h"
-
-/* A value with the index it belongs to: best IoU + GT index while matching, background loss +
- * prior index while mining, score + candidate index in NMS. */
-typedef struct {
-    double v;
-    int32_t i;
-} ssd_pair;
-
-/* Per-GT state of the bipartite matching step. */
-typedef struct {
-    double iou;    /* IoU with `prior` */
-    int32_t prior; /* best free prior, -1 when none overlaps */
-    int32_t done;  /* matched (or out of candidates) */
-} ssd_gt_state;
-
-/* a ranks before b: larger v, ties by lower i. */
-static inline int ssd_pair_before(const ssd_pair *a, const ssd_pair *b) {
-    if (a->v != b->v) return a->v > b->v;
-    return a->i < b->i;
-}
+#include "ssd_box.h" /* the types and the arithmetic shared with the CUDA MultiBox */
 
 /* qsort comparator for ssd_pair_before (a total order over distinct indices). */
 int ssd_pair_cmp(const void *a, const void *b);
-/* Moves the k best-ranked of c[0..n) into c[0..k), in heap order (not sorted); O(n log k). */
-void ssd_keep_best(ssd_pair *c, int64_t n, int64_t k);
 
-/* IoU of corner boxes in double; the double corners of a centre-form prior. */
-double ssd_iou_d(const double a[4], const double b[4]);
-void ssd_prior_corners(const float c[4], double k[4]);
-void ssd_encode_one(const float prior[4], const float box[4], float var_xy, float var_wh,
-                    float out[4]);
+/* Corner box from centre-form `prior` and offsets `delta` (the inverse of ssd_encode_one). */
 void ssd_decode_one(const float prior[4], const float delta[4], float var_xy, float var_wh,
                     float box[4]);
 

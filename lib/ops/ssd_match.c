@@ -5,7 +5,8 @@
  * IoUs are computed in double from the FP32 boxes, and a prior's corners too (cx -+ w / 2 of
  * two floats is exact in double unless w < 2^-28 cx): priors of one shape lying inside one GT then
  * have exactly equal IoUs, so such geometric ties really fall to the lower index as documented,
- * instead of to the rounding of FP32 corners, which differs from cell to cell.
+ * instead of to the rounding of FP32 corners, which differs from cell to cell. The IoU, the
+ * encoding and the bipartite step are ssd_box.h's, which the CUDA MultiBox compiles too.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,42 +16,14 @@
 #include "ops_internal.h"
 #include "ssd_internal.h"
 
-/* A prior taken by the bipartite step is marked with this "IoU" (> any real IoU), so step 2
- * leaves it alone and the threshold test accepts it (as SSD implementations fill 2). */
-static const double FORCED = 2.0;
-
-double ssd_iou_d(const double a[4], const double b[4]) {
-    double iw = fmin(a[2], b[2]) - fmax(a[0], b[0]);
-    double ih = fmin(a[3], b[3]) - fmax(a[1], b[1]);
-    if (!(iw > 0 && ih > 0)) return 0;
-    double inter = iw * ih;
-    double uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
-    return uni > 0 ? inter / uni : 0;
-}
-
 double mpx_ssd_iou(const float a[4], const float b[4]) {
     const double ad[4] = {a[0], a[1], a[2], a[3]}, bd[4] = {b[0], b[1], b[2], b[3]};
     return ssd_iou_d(ad, bd);
 }
 
-void ssd_prior_corners(const float c[4], double k[4]) {
-    k[0] = c[0] - c[2] / 2.0, k[1] = c[1] - c[3] / 2.0;
-    k[2] = c[0] + c[2] / 2.0, k[3] = c[1] + c[3] / 2.0;
-}
-
 static void centre_to_corner(const float c[4], float k[4]) {
     k[0] = c[0] - c[2] / 2, k[1] = c[1] - c[3] / 2;
     k[2] = c[0] + c[2] / 2, k[3] = c[1] + c[3] / 2;
-}
-
-void ssd_encode_one(const float prior[4], const float box[4], float var_xy, float var_wh,
-                    float out[4]) {
-    float cx = (box[0] + box[2]) / 2, cy = (box[1] + box[3]) / 2;
-    float w = box[2] - box[0], h = box[3] - box[1];
-    out[0] = (cx - prior[0]) / (var_xy * prior[2]);
-    out[1] = (cy - prior[1]) / (var_xy * prior[3]);
-    out[2] = logf(w / prior[2]) / var_wh;
-    out[3] = logf(h / prior[3]) / var_wh;
 }
 
 void ssd_decode_one(const float prior[4], const float delta[4], float var_xy, float var_wh,
@@ -85,19 +58,6 @@ mpx_status ssd_check_gt(const char *op, const float *gt, const int32_t *labels, 
     return MPX_OK;
 }
 
-/* Best free prior (not yet forced) for box g: IoU > 0 required, ties to the lower index. */
-static void best_free_prior(const float *priors, int64_t p, const double *box, const ssd_pair *best,
-                            ssd_gt_state *st) {
-    st->iou = 0, st->prior = -1;
-    for (int64_t i = 0; i < p; i++) {
-        if (best[i].v >= FORCED) continue;
-        double k[4];
-        ssd_prior_corners(priors + 4 * i, k);
-        double iou = ssd_iou_d(k, box);
-        if (iou > st->iou) st->iou = iou, st->prior = (int32_t)i;
-    }
-}
-
 void ssd_match_image(const float *priors, int64_t p, const float *gt, const int32_t *labels,
                      int64_t g, float iou_threshold, ssd_pair *best, ssd_gt_state *gts,
                      int32_t *match) {
@@ -108,7 +68,8 @@ void ssd_match_image(const float *priors, int64_t p, const float *gt, const int3
     for (int64_t j = 0; j < g; j++) {
         gts[j] = (ssd_gt_state){0, -1, labels[j] < 0};
         if (gts[j].done) continue;
-        const double box[4] = {gt[4 * j], gt[4 * j + 1], gt[4 * j + 2], gt[4 * j + 3]};
+        double box[4];
+        ssd_gt_corners(gt, j, box);
         for (int64_t i = 0; i < p; i++) {
             double k[4];
             ssd_prior_corners(priors + 4 * i, k);
@@ -117,23 +78,7 @@ void ssd_match_image(const float *priors, int64_t p, const float *gt, const int3
             if (iou > gts[j].iou) gts[j].iou = iou, gts[j].prior = (int32_t)i;
         }
     }
-    /* Bipartite step: the highest-IoU (GT, free prior) pair first. A GT whose best prior was
-     * just taken looks for its best free one again (rare: only on collisions). */
-    for (;;) {
-        int64_t pick = -1;
-        for (int64_t j = 0; j < g; j++)
-            if (!gts[j].done && gts[j].iou > 0 && (pick < 0 || gts[j].iou > gts[pick].iou))
-                pick = j;
-        if (pick < 0) break;
-        int32_t q = gts[pick].prior;
-        best[q] = (ssd_pair){FORCED, (int32_t)pick};
-        gts[pick].done = 1;
-        for (int64_t j = 0; j < g; j++)
-            if (!gts[j].done && gts[j].prior == q) {
-                const double box[4] = {gt[4 * j], gt[4 * j + 1], gt[4 * j + 2], gt[4 * j + 3]};
-                best_free_prior(priors, p, box, best, &gts[j]);
-            }
-    }
+    ssd_bipartite(priors, p, gt, g, best, gts);
     for (int64_t i = 0; i < p; i++) match[i] = best[i].v >= iou_threshold ? best[i].i : -1;
 }
 
