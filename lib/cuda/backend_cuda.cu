@@ -4,9 +4,8 @@
  * kernels for ReLU, add and GELU (activations.cu), dropout (dropout.cu), softmax and layer-norm
  * (norm.cu), batch-norm (batchnorm.cu), embedding (embedding.cu), softmax cross-entropy
  * (loss.cu), permute (permute.cu), max-pool and global average pool (pool.cu), and the MultiBox
- * loss (multibox.cu: backward on the device; the forward is host-staged, running the CPU op on
- * copied inputs so that the hard-negative mining keeps the CPU's exact choice). The operators
- * return their status directly.
+ * loss (multibox.cu: matching, mining and loss on the device, with the CPU op's arithmetic from
+ * lib/ops/ssd_box.h). The operators return their status directly.
  * The other entries cannot return errors, so failures are remembered (the message is set,
  * mpx_backend_cuda_error(), the table's last_error, reports the first one; the executor asks
  * after every pass) and the entry returns something the caller notices where it can:

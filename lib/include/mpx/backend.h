@@ -65,8 +65,8 @@ typedef struct mpx_backend {
     void (*sync)(void);
     /* How many times the host has waited for this backend's results so far in the process: sync,
      * download, and every entry that returns a value to the host (moments, abs_quantile, absmax,
-     * accumulate_absmax with a magnitude asked for); on CUDA also the operators' own waits (the
-     * label checks of the losses, the host-staged MultiBox forward). The CPU waits for nothing
+     * accumulate_absmax with a magnitude asked for); on CUDA also the rare waits of the operators
+     * (a deferred index check that finds all its slots pending). The CPU waits for nothing
      * but counts the same entries, so the executor's count per step is tested without a GPU. */
     int64_t (*host_waits)(void);
     /* Declares the format the F32 operands of the GEMM-family operators (conv2d, linear,

@@ -92,9 +92,9 @@ mpx_status mpx_unscale_accumulate_cuda(mpx_dtype g_dtype, const void *g, size_t 
  * to *out in DEVICE memory (asynchronous: no wait). */
 mpx_status mpx_sumsq_cuda(const float *x, size_t n, double *out);
 /* How many times the host has waited for the device through this backend (backend.h's
- * host_waits): downloads, synchronisations, the reductions that return a value, the
- * operators' own checks, the host-staged MultiBox forward, and an upload that finds every
- * pinned staging buffer in flight. */
+ * host_waits): downloads, synchronisations, the reductions that return a value, a deferred
+ * index check that finds all its slots pending, and an upload that finds every pinned staging
+ * buffer in flight. */
 int64_t mpx_cuda_host_waits(void);
 /* The backend table's scratch_peak: the stream-ordered pool's high-water mark of memory in use
  * by the operators' scratch, plus cuDNN's workspace (0 when the pool cannot say). */
@@ -217,12 +217,12 @@ mpx_status mpx_batchnorm_backward_cuda(const mpx_batchnorm_attr *a, const mpx_te
                                        const mpx_tensor *x, const mpx_tensor *gamma,
                                        const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
                                        mpx_tensor *dx, mpx_tensor *dgamma, mpx_tensor *dbeta);
-/* The MultiBox loss (multibox.cu). The forward is HOST-STAGED: its inputs are copied to the host
- * and mpx_multibox_forward_cpu runs there (the hard-negative mining must rank by the CPU's
- * expf-based losses to keep the CPU's selection), then the outputs are uploaded: the CPU's bits,
- * one synchronising round trip of the confidences per call; the device workspace is checked
- * but unused. The backward runs on the device with the CPU's FP32 operations (the CPU's bits);
- * it reads 16 bytes back (target check and the positive count N). */
+/* The MultiBox loss (multibox.cu), on the device without a wait. The forward matches, mines and
+ * sums with the CPU op's arithmetic (lib/ops/ssd_box.h, no FMA contraction) in the CPU's order,
+ * in the same workspace layout: the same target, and probs / loc_target / loss within one ulp
+ * (exp and log in double, where CUDA and glibc may differ by an ulp of double). Bad ground truth
+ * and, in the backward, a bad target are reported at the backend's next wait. The backward
+ * runs the CPU's FP32 operations (the CPU's bits). */
 mpx_status mpx_multibox_forward_cuda(const mpx_multibox_attr *a, const mpx_tensor *conf,
                                      const mpx_tensor *loc, const mpx_tensor *priors,
                                      const mpx_tensor *gt_boxes, const mpx_tensor *gt_labels,
