@@ -18,7 +18,9 @@ static void help(void) {
            "samples/s, achieved GFLOP/s, memory, and every speed as a ratio to an OpenBLAS sgemm\n"
            "of the model's dominant GEMM shape measured in the same run, and the host's waits\n"
            "for the backend per step (`waits`: on a GPU each stalls the host until the device is\n"
-           "done; the CPU counts the same calls, so the number is the executor's on both).\n"
+           "done; the CPU counts the same calls, so the number is the executor's on both; an\n"
+           "adaptive step whose speculative branch merge missed runs its backward pass again\n"
+           "with merges that wait: JSON merge_redos_per_step).\n"
            "GFLOP/s is the arithmetic done: the convolutions' and GEMMs' FLOPs, less what an\n"
            "operator left out — products with all-zero gradient rows, rows no loss reads (the\n"
            "CPU's linear layers at BERT's ignored MLM positions; JSON skipped_gflop_per_step).\n"
@@ -65,10 +67,10 @@ static void write_json(FILE *f, const char *config, const mpx_bench_result *r, i
         fprintf(f, "    {\"name\": \"%s\", \"mode\": \"%s\", \"median_s\": %.6g, \"min_s\": %.6g, "
                    "\"max_s\": %.6g, \"samples_per_s\": %.6g, \"gflops\": %.6g, \"ratio_to_sgemm\": %.6g, "
                    "\"tokens_per_s\": %.6g, \"arena_mib\": %.1f, \"host_waits_per_step\": %.6g, "
-                   "\"skipped_gflop_per_step\": %.6g}%s\n",
+                   "\"merge_redos_per_step\": %.6g, \"skipped_gflop_per_step\": %.6g}%s\n",
                 w->name, w->mode, w->median_s, w->min_s, w->max_s, w->samples_per_s, w->gflops,
                 w->ratio_ref, w->samples_per_s * tokens, w->arena_bytes / 1048576.0, w->waits_per_step,
-                w->skipped_flops * 1e-9, i + 1 < r->n ? "," : "");
+                w->redos_per_step, w->skipped_flops * 1e-9, i + 1 < r->n ? "," : "");
     }
     fprintf(f, "  ]");
     if (r->has_overheads) {

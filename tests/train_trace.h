@@ -4,7 +4,8 @@
  * test_direct_io_cuda.c: the CUDA backend with and without direct 16-bit I/O; tests/model/
  * test_fusion.c: with and without fusion: ReLUs in their producers, add inputs sharing the
  * add's gradient; tests/model/test_loss_rows.c: BERT's decoder on the rows its loss reads, or on
- * all).
+ * all; tests/model/test_speculative_merges.c: adaptive merges that assume their target, or
+ * wait).
  *
  * Header-only (static functions): each test is its own executable. The models: a ResNet-20 at
  * width 0.25 with the ImageNet stem (7x7 / 2 conv and max-pool) on 16x16 images, a one-layer
@@ -36,6 +37,9 @@ typedef struct {
     int unfused; /* mpx_graph_fuse(g, 0): every ReLU on its own */
     int all_rows; /* mpx_graph_loss_rows(g, 0): the decoder computes the rows the loss ignores */
     int mlm;     /* BERT: labels as masked-LM batches have them, 15% predicted, the rest -1 */
+    int exact_merges; /* mpx_graph_speculative_merges(g, 0): adaptive merges wait */
+    double u_max;     /* adaptive scaling's u_max when > 0 (a small one makes merges miss) */
+    int step0;        /* the first step's number (1: as a run resumed between factor updates) */
 } variant;
 
 /* What a run produced, step by step. */
@@ -51,6 +55,7 @@ typedef struct {
     int n_shared;         /* add inputs sharing the add's output gradient */
     size_t value_bytes;   /* the memory plan's activation values */
     size_t grad_bytes;    /* ... and gradients */
+    int64_t merge_redos;  /* backward passes run again after a speculative merge missed */
 } trace;
 
 static void set_i32(mpx_graph *g, int t, int64_t n, uint32_t mod, int32_t offset, uint64_t seed) {
@@ -80,6 +85,7 @@ static void compile_variant(mpx_graph *g, const variant *v, const mpx_backend *b
     p.tensor_cores = !v->fma;
     mpx_graph_fuse(g, !v->unfused);
     mpx_graph_loss_rows(g, !v->all_rows);
+    mpx_graph_speculative_merges(g, !v->exact_merges);
     CHECK_OK(mpx_graph_compile_backend(g, &p, be, seed));
 }
 
@@ -153,6 +159,7 @@ static void run(const variant *v, const mpx_backend *be, trace *tr) {
      * models' layers get factors above 1 (with the default, their gradients need none and
      * the paths that apply a factor would go untested). */
     sc.u_min = 1e-4;
+    if (v->u_max > 0) sc.u_max = v->u_max;
     mpx_scaler scaler;
     CHECK_OK(mpx_scaler_init(&scaler, &sc));
     mpx_optim_cfg oc = {MPX_OPT_SGD, 0.9, 0, 1e-4, 0, 0, 0, 1.0};
@@ -166,18 +173,19 @@ static void run(const variant *v, const mpx_backend *be, trace *tr) {
     tr->value_bytes = plan.values;
     tr->grad_bytes = plan.grads;
     for (int s = 0; s < STEPS; s++) {
-        mpx_graph_set_step(g, s);
+        mpx_graph_set_step(g, s + v->step0);
         CHECK_OK(mpx_graph_forward(g, 1));
         if (s % 2 == 1) tr->stats[s] = calloc((size_t)tr->n_layers, sizeof(mpx_layer_stats));
-        mpx_backward_opts bo = {&sc, mpx_scaler_loss_scale(&scaler), s, tr->stats[s]};
+        mpx_backward_opts bo = {&sc, mpx_scaler_loss_scale(&scaler), s + v->step0, tr->stats[s]};
         CHECK_OK(mpx_graph_backward(g, &bo, &tr->nonfinite[s]));
         tr->loss[s] = mpx_graph_loss(g);
         tr->norm[s] = mpx_graph_grad_norm(g);
         if (!mpx_scaler_update(&scaler, tr->nonfinite[s] > 0)) {
             CHECK_OK(mpx_optimizer_step_norm(opt, 0.05, tr->norm[s]));
-            CHECK_OK(mpx_graph_sync_weights(g, s + 1));
+            CHECK_OK(mpx_graph_sync_weights(g, s + v->step0 + 1));
         }
     }
+    tr->merge_redos = mpx_graph_merge_redos(g);
     for (int i = 0; i < mpx_graph_n_params(g); i++)
         tr->n_weights += (size_t)mpx_graph_param(g, i)->numel;
     tr->weights = malloc(tr->n_weights * sizeof(float));

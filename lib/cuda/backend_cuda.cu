@@ -114,16 +114,21 @@ static float cuda_absmax(const float *x, size_t n) {
 static void cuda_accumulate(float *acc, const float *x, size_t n, float scale) {
     failed(mpx_accumulate_cuda(acc, x, n, scale));
 }
-/* Composed from absmax2 (both magnitudes, one wait) and accumulate (three passes where the CPU
+/* Composed from absmax_to (device results, no wait) and accumulate (three passes where the CPU
  * makes one): each is checked against the CPU, and a fused kernel is not worth its own check
  * until the merges show in a GPU profile. */
 static void cuda_accumulate_absmax(float *acc, const float *x, size_t n, float scale,
                                    float *acc_absmax, float *x_absmax) {
-    if ((acc_absmax || x_absmax) && failed(mpx_absmax2_cuda(acc, n, acc_absmax, x, n, x_absmax))) {
-        if (acc_absmax) *acc_absmax = NAN;
-        if (x_absmax) *x_absmax = NAN;
-    }
+    if (acc_absmax) failed(mpx_absmax_to_cuda(acc, n, acc_absmax));
+    if (x_absmax) failed(mpx_absmax_to_cuda(x, n, x_absmax));
     failed(mpx_accumulate_cuda(acc, x, n, scale));
+}
+static void cuda_absmax_to(const float *x, size_t n, float *out) {
+    failed(mpx_absmax_to_cuda(x, n, out));
+}
+static void cuda_merge_check(const float *absmax, int k, const double *pending, const double *S,
+                             double target, double u_max, uint32_t *misses) {
+    failed(mpx_merge_check_cuda(absmax, k, pending, S, target, u_max, misses));
 }
 /* A failure is remembered: last_error() reports it when the pass ends. */
 static void cuda_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
@@ -176,6 +181,8 @@ static mpx_backend make_backend(void) {
     b.absmax = cuda_absmax;
     b.accumulate = cuda_accumulate;
     b.accumulate_absmax = cuda_accumulate_absmax;
+    b.absmax_to = cuda_absmax_to;
+    b.merge_check = cuda_merge_check;
     b.unscale_accumulate = cuda_unscale_accumulate;
     b.sumsq = cuda_sumsq;
     b.sgd_update = cuda_sgd_update;

@@ -15,10 +15,10 @@
  *
  * Synchronisation: moments, absmax and the quantile hand a value to the host, so each ends with
  * one small device-to-host cudaMemcpy (a few bytes; 4.4 KB of binade counts for the quantile),
- * a wait (counted: mpx_cuda_count_wait). The executor calls them on statistics steps, on the
- * adaptive factors' update steps and in adaptive scaling's branch merges (absmax2: both
- * magnitudes with one wait). sumsq writes its result to device memory and never waits: the
- * graph reads every parameter's sum with the step's status, in one download.
+ * a wait (counted: mpx_cuda_count_wait). The executor calls them on statistics steps and on the
+ * adaptive factors' update steps. sumsq, absmax_to and the speculative merge check (adaptive
+ * scaling's branch merges) write their results to device memory and never wait: the graph
+ * reads every parameter's sum and the merges' misses with the step's status, in one download.
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -27,6 +27,7 @@
 
 #include "lib/cuda/check.cuh"
 #include "lib/cuda/launch.cuh"
+#include "lib/train/als_merge.h"
 #include "mpx/cuda.h"
 
 namespace {
@@ -138,7 +139,8 @@ __global__ void sumsq_merge(double *parts, size_t nblocks) {
 }
 
 /* Integer max of |x| on the bits with the sign cleared (moments.c's absmax): per thread, per
- * warp, one atomicMax per block. NaN and Inf sort above every finite value. */
+ * warp, one atomicMax per block into *out (zeroed before). NaN is clamped to Inf's bits, so
+ * *out holds the float absmax itself: NaN and Inf give +Inf, as on the CPU. */
 __global__ void absmax_kernel(const float *x, size_t n, unsigned *out) {
     __shared__ unsigned s_max;
     if (threadIdx.x == 0) s_max = 0;
@@ -146,13 +148,25 @@ __global__ void absmax_kernel(const float *x, size_t n, unsigned *out) {
     unsigned m = 0;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const unsigned a = __float_as_uint(x[i]) & 0x7fffffffu;
+        unsigned a = __float_as_uint(x[i]) & 0x7fffffffu;
+        a = a > 0x7f800000u ? 0x7f800000u : a;
         m = a > m ? a : m;
     }
     m = __reduce_max_sync(0xffffffffu, m);
     if ((threadIdx.x & 31) == 0) atomicMax(&s_max, m);
     __syncthreads();
     if (threadIdx.x == 0) atomicMax(out, s_max);
+}
+
+/* The branches' scales and pending factors of one merge (kernel arguments by value). */
+struct MergeArgs {
+    double pending[32], S[32];
+};
+
+/* als_merge.h's test of a speculative merge's target; one thread. */
+__global__ void merge_check_kernel(const float *absmax, int k, MergeArgs a, double target,
+                                   double u_max, uint32_t *misses) {
+    if (!mpx_als_merge_keeps(absmax, k, a.pending, a.S, target, u_max)) *misses += 1;
 }
 
 /* Binades as in moments.c: bin e + QBIAS holds |x| in [2^e, 2^(e+1)), e from -149 to 127, and
@@ -275,42 +289,41 @@ extern "C" mpx_status mpx_sumsq_cuda(const float *x, size_t n, double *out) {
     return freed;
 }
 
-/* The bits of the absmax (NaN and Inf both give Inf, as moments.c's absmax). */
-static float absmax_value(uint32_t m) {
-    if (m >= 0x7f800000u) m = 0x7f800000u;
-    float f;
-    memcpy(&f, &m, sizeof f);
-    return f;
-}
-
-extern "C" mpx_status mpx_absmax2_cuda(const float *a, size_t na, float *ra, const float *b,
-                                       size_t nb, float *rb) {
-    if (ra) *ra = 0.0f;
-    if (rb) *rb = 0.0f;
-    const bool want_a = ra && na > 0, want_b = rb && nb > 0;
-    if (!want_a && !want_b) return MPX_OK;
-    void *scratch = nullptr;
-    MPX_TRY(mpx_cuda_scratch(2 * sizeof(unsigned), &scratch));
-    unsigned *slots = (unsigned *)scratch;
+extern "C" mpx_status mpx_absmax_to_cuda(const float *x, size_t n, float *out) {
+    MPX_CUDA_TRY(cudaMemsetAsync(out, 0, sizeof *out, 0));
+    if (n == 0) return MPX_OK;
     unsigned grid = 1;
-    mpx_status st = MPX_OK;
-    if (want_a && (st = mpx_cuda_grid(na, &grid)) == MPX_OK)
-        absmax_kernel<<<grid, kLaunchThreads>>>(a, na, slots);
-    if (st == MPX_OK && want_b && (st = mpx_cuda_grid(nb, &grid)) == MPX_OK)
-        absmax_kernel<<<grid, kLaunchThreads>>>(b, nb, slots + 1);
-    if (st != MPX_OK) {
-        mpx_cuda_scratch_free(scratch);
-        return st;
-    }
-    uint32_t m[2] = {0, 0};
-    MPX_TRY(finish(m, scratch, sizeof m, scratch));
-    if (want_a) *ra = absmax_value(m[0]);
-    if (want_b) *rb = absmax_value(m[1]);
+    MPX_TRY(mpx_cuda_grid(n, &grid));
+    absmax_kernel<<<grid, kLaunchThreads>>>(x, n, (unsigned *)out);
+    MPX_CUDA_TRY(cudaGetLastError());
     return MPX_OK;
 }
 
 extern "C" mpx_status mpx_absmax_cuda(const float *x, size_t n, float *out) {
-    return mpx_absmax2_cuda(x, n, out, nullptr, 0, nullptr);
+    *out = 0.0f;
+    if (n == 0) return MPX_OK;
+    void *scratch = nullptr;
+    MPX_TRY(mpx_cuda_scratch(sizeof(float), &scratch));
+    mpx_status st = mpx_absmax_to_cuda(x, n, (float *)scratch);
+    if (st != MPX_OK) {
+        mpx_cuda_scratch_free(scratch);
+        return st;
+    }
+    return finish(out, scratch, sizeof *out, scratch);
+}
+
+extern "C" mpx_status mpx_merge_check_cuda(const float *absmax, int k, const double *pending,
+                                           const double *S, double target, double u_max,
+                                           uint32_t *misses) {
+    MergeArgs a;
+    if (k < 1 || k > (int)(sizeof a.S / sizeof a.S[0]))
+        return mpx_fail(MPX_ERR_INTERNAL, "merge check of %d branches (1..32)", k);
+    memset(&a, 0, sizeof a);
+    memcpy(a.pending, pending, (size_t)k * sizeof *pending);
+    memcpy(a.S, S, (size_t)k * sizeof *S);
+    merge_check_kernel<<<1, 1>>>(absmax, k, a, target, u_max, misses);
+    MPX_CUDA_TRY(cudaGetLastError());
+    return MPX_OK;
 }
 
 extern "C" mpx_status mpx_abs_quantile_cuda(const float *x, size_t n, double q, float scale,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/train/als_merge.h"
 #include "mpx/backend.h"
 
 /* The entries a device backend would wait on, counted (backend.h: host_waits). Relaxed: only
@@ -53,8 +54,12 @@ static float cpu_absmax(const float *x, size_t n) {
 }
 static void cpu_accumulate_absmax(float *acc, const float *x, size_t n, float scale,
                                   float *acc_absmax, float *x_absmax) {
-    if (acc_absmax || x_absmax) count_wait();
     mpx_accumulate_absmax_f32(acc, x, n, scale, acc_absmax, x_absmax);
+}
+static void cpu_absmax_to(const float *x, size_t n, float *out) { *out = mpx_absmax_f32(x, n); }
+static void cpu_merge_check(const float *absmax, int k, const double *pending, const double *S,
+                            double target, double u_max, uint32_t *misses) {
+    *misses += !mpx_als_merge_keeps(absmax, k, pending, S, target, u_max);
 }
 
 static void cpu_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
@@ -154,6 +159,8 @@ static const mpx_backend g_cpu = {
     .absmax = cpu_absmax,
     .accumulate = mpx_accumulate_f32,
     .accumulate_absmax = cpu_accumulate_absmax,
+    .absmax_to = cpu_absmax_to,
+    .merge_check = cpu_merge_check,
     .unscale_accumulate = cpu_unscale_accumulate,
     .sumsq = cpu_sumsq,
     .sgd_update = cpu_sgd_update,

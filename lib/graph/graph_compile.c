@@ -394,7 +394,9 @@ mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *prec,
         g->status_bytes = sizeof(step_status) + (size_t)g->n_params * sizeof(double);
         g->dev_status = g->be->alloc(g->status_bytes);
         g->host_status = calloc(1, g->status_bytes);
-        if (!g->dev_stats || !g->host_stats || !g->dev_status || !g->host_status)
+        g->merge_slots = g->be->alloc(MAX_CONSUMERS * sizeof(float));
+        if (!g->dev_stats || !g->host_stats || !g->dev_status || !g->host_status ||
+            !g->merge_slots)
             st = mpx_fail(MPX_ERR_NOMEM, "out of memory for statistics");
     }
     if (st == MPX_OK) {
@@ -413,7 +415,7 @@ void mpx_graph_free(mpx_graph *g) {
     if (g->be) {
         void *arenas[] = {g->arena_values, g->arena_grads, g->arena_branches,
                           g->scratch,      g->arena_params, g->arena_saved, g->dev_stats,
-                          g->dev_status};
+                          g->dev_status,   g->merge_slots};
         for (size_t i = 0; i < sizeof arenas / sizeof *arenas; i++)
             if (arenas[i]) g->be->free(arenas[i]);
     }

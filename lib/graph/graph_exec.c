@@ -16,8 +16,9 @@
  *
  * Host waits: a pass queues work and reads nothing back, except what a step must decide on the
  * host: the loss, the non-finite count and the gradient norm, kept in one step-status block in
- * backend memory and downloaded once at the end of the backward pass. Statistics steps, the
- * adaptive factors' update steps and adaptive branch merges read their magnitudes as they go.
+ * backend memory and downloaded once at the end of the backward pass. Adaptive branch merges
+ * assume their target and have the device check it (merge_branches); statistics steps and the
+ * adaptive factors' update steps read their magnitudes as they go.
  */
 #include <math.h>
 #include <string.h>
@@ -426,16 +427,20 @@ int64_t mpx_graph_host_waits(const mpx_graph *g) {
  * adaptive scaling, REFERENCE.md §3 step 10) and cast the sum into its gradient storage.
  * Every factor is a power of two, so scaling commutes with FP32 rounding: the branches are
  * summed at an interim scale T0 (branch 0's, so it needs no pass of its own) while the same
- * pass measures the magnitudes that choose the target, and target / T0 rides on the cast into
- * storage. Under adaptive scaling a merge thus costs its accumulation and nothing more. */
+ * pass measures the magnitudes that choose the target (into g->merge_slots), and target / T0
+ * rides on the cast into storage. Under adaptive scaling a merge thus costs its accumulation
+ * and nothing more. The target: in a speculative pass the largest S_i, checked on the device
+ * against the magnitudes (merge_check; a miss makes mpx_graph_backward run the pass again
+ * without speculation); otherwise chosen on the host from the magnitudes, one wait. */
 static mpx_status merge_branches(mpx_graph *g, int tensor) {
     gtensor *t = &g->tensors[tensor];
     int idx[MAX_CONSUMERS], k = 0;
-    double S[MAX_CONSUMERS], absmax[MAX_CONSUMERS];
+    double S[MAX_CONSUMERS], P[MAX_CONSUMERS];
     for (int c = 0; c < t->n_consumers; c++)
         if (t->branch_ready & (1u << c)) {
             idx[k] = c;
             S[k] = t->branch_scale[c];
+            P[k] = t->branch_pending[c];
             k++;
         }
     if (k == 0) return MPX_OK;
@@ -444,26 +449,32 @@ static mpx_status merge_branches(mpx_graph *g, int tensor) {
             if (S[i] != S[0] || t->branch_pending[idx[i]] != 1.0f)
                 return mpx_fail(MPX_ERR_INTERNAL, "branches of '%s' carry scales %g and %g",
                                 t->name, S[0], S[i]);
-    /* Branch i enters the sum times T0 / S_i and its pending factor (absmax: of the stored
-     * values, times the pending factor, so that absmax / S_i is unscaled as the target wants). */
+    /* Branch i enters the sum times T0 / S_i and its pending factor P_i (slot i: the magnitude
+     * of its stored values, which times P_i / S_i is unscaled as the target wants). */
     const size_t n = (size_t)t->numel;
-    const double p0 = t->branch_pending[idx[0]], T0 = S[0] / p0;
-    float *acc = t->branch[idx[0]];
+    const double T0 = S[0] / P[0];
+    float *acc = t->branch[idx[0]], *slot = g->merge_slots;
     for (int i = 1; i < k; i++) {
-        const double pi = t->branch_pending[idx[i]];
-        float a0 = 0, ai = 0;
         if (g->layerwise)
-            g->be->accumulate_absmax(acc, t->branch[idx[i]], n, (float)(T0 / S[i] * pi),
-                                     i == 1 ? &a0 : NULL, &ai);
+            g->be->accumulate_absmax(acc, t->branch[idx[i]], n, (float)(T0 / S[i] * P[i]),
+                                     i == 1 ? &slot[0] : NULL, &slot[i]);
         else
             g->be->accumulate(acc, t->branch[idx[i]], n, 1.0f);
-        if (i == 1) absmax[0] = (double)a0 * p0;
-        absmax[i] = (double)ai * pi;
     }
     double target = S[0];
     if (g->layerwise) {
-        if (k == 1) absmax[0] = (double)g->be->absmax(acc, n) * p0;
-        target = mpx_als_merge_target(g->bw->scaling, k, S, absmax);
+        if (k == 1) g->be->absmax_to(acc, n, &slot[0]);
+        if (g->speculating) {
+            for (int i = 1; i < k; i++) target = fmax(target, S[i]);
+            g->be->merge_check(slot, k, P, S, target, g->bw->scaling->u_max,
+                               &g->dev_status->merge_misses);
+        } else {
+            float a[MAX_CONSUMERS];
+            double absmax[MAX_CONSUMERS];
+            g->be->download(a, slot, (size_t)k * sizeof(float));
+            for (int i = 0; i < k; i++) absmax[i] = (double)a[i] * P[i];
+            target = mpx_als_merge_target(g->bw->scaling, k, S, absmax);
+        }
     }
     cast_grad(g, tensor, acc, target / T0, NULL);
     t->grad_scale = target;
@@ -600,16 +611,11 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
     return MPX_OK;
 }
 
-mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t *nonfinite) {
-    if (!g->compiled) return mpx_fail(MPX_ERR_INTERNAL, "graph not compiled");
-    if (g->loss_tensor < 0) return mpx_fail(MPX_ERR_INPUT, "the graph has no loss to differentiate");
-    if (o->loss_scale <= 0 || !isfinite(o->loss_scale))
-        return mpx_fail(MPX_ERR_INPUT, "loss scale %g is not a positive finite number", o->loss_scale);
-    g->bw = o;
-    declare_operands(g);
-    g->layerwise = o->scaling && mpx_scaling_is_layerwise(o->scaling->method);
-    g->step = o->step;
+/* One backward pass over the nodes, ending with the skip decision's wait: the loss, the
+ * non-finite count, the speculative merges' misses and the gradient sums in one download. */
+static mpx_status backward_pass(mpx_graph *g, const mpx_backward_opts *o) {
     g->be->zero(&g->dev_status->nonfinite, sizeof g->dev_status->nonfinite);
+    g->be->zero(&g->dev_status->merge_misses, sizeof g->dev_status->merge_misses);
     g->status_fresh = g->sums_fresh = 0;
     /* adaptive-quantile: gradients note their quantile when any layer recomputes its factor. */
     g->quantile_due = 0;
@@ -648,7 +654,6 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
             o->stats[l].wgrad = g->host_stats[2 * l + 1];
         }
     }
-    g->bw = NULL;
     /* The global gradient norm's parts, for the optimizer's clipping and its finite check. */
     if (st == MPX_OK)
         for (int i = 0; i < g->n_params; i++)
@@ -656,11 +661,50 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
                          &STATUS_SUMS(g->dev_status)[i]);
     if (st == MPX_OK && (st = g->be->last_error()) != MPX_OK)
         st = mpx_fail_context(st, "backward pass");
-    /* The skip decision's wait: the loss, the non-finite count and the sums in one download. */
     if (st == MPX_OK) st = read_status(g, 1);
+    return st;
+}
+
+/* The adaptive factors' cache (als_unbound, als_valid) as a pass found it: an update step's
+ * speculative pass rewrites it from gradients a redone pass must not see. */
+static void als_cache(mpx_graph *g, int restore) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (restore)
+            n->als_unbound = n->als_unbound_saved, n->als_valid = n->als_valid_saved;
+        else
+            n->als_unbound_saved = n->als_unbound, n->als_valid_saved = n->als_valid;
+    }
+}
+
+mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t *nonfinite) {
+    if (!g->compiled) return mpx_fail(MPX_ERR_INTERNAL, "graph not compiled");
+    if (g->loss_tensor < 0) return mpx_fail(MPX_ERR_INPUT, "the graph has no loss to differentiate");
+    if (o->loss_scale <= 0 || !isfinite(o->loss_scale))
+        return mpx_fail(MPX_ERR_INPUT, "loss scale %g is not a positive finite number", o->loss_scale);
+    g->bw = o;
+    declare_operands(g);
+    g->layerwise = o->scaling && mpx_scaling_is_layerwise(o->scaling->method);
+    g->step = o->step;
+    g->speculating = g->layerwise && !g->exact_merges;
+    if (g->speculating) als_cache(g, 0);
+    mpx_status st = backward_pass(g, o);
+    if (st == MPX_OK && g->speculating && g->host_status->merge_misses > 0) {
+        /* A merge's assumed target did not fit its magnitudes: everything after it carries the
+         * wrong scales. The pass again, with merges that wait (rare: a gradient near u_max). */
+        als_cache(g, 1);
+        g->speculating = 0;
+        g->merge_redos++;
+        st = backward_pass(g, o);
+    }
+    g->speculating = 0;
+    g->bw = NULL;
     if (nonfinite) *nonfinite = st == MPX_OK ? (int64_t)g->host_status->nonfinite : 0;
     return st;
 }
+
+void mpx_graph_speculative_merges(mpx_graph *g, int on) { g->exact_merges = !on; }
+int64_t mpx_graph_merge_redos(const mpx_graph *g) { return g->merge_redos; }
 
 /* ---- host I/O and weights ---- */
 

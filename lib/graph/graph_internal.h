@@ -78,7 +78,7 @@ typedef struct {
  * squares (the optimizer's global norm), computed at the end of the backward pass. */
 typedef struct {
     float loss;              /* the loss tensor's value, copied there by the forward pass */
-    uint32_t pad;
+    uint32_t merge_misses;   /* speculative merges whose assumed target did not fit */
     uint64_t nonfinite;      /* non-finite weight-gradient addends (unscale_accumulate) */
 } step_status;
 #define STATUS_SUMS(st) ((double *)((step_status *)(st) + 1))
@@ -124,6 +124,8 @@ typedef struct {
     double layer_scale;      /* the node's factor s (last step) */
     double als_unbound;      /* cached unbound factor between adaptive updates */
     int als_valid;
+    double als_unbound_saved; /* ... as the backward pass found them (a redone pass restores) */
+    int als_valid_saved;
     /* profiling */
     double prof_fwd, prof_bwd;
     double prof_skipped;     /* FLOPs its operators left out (backend skipped_flops) */
@@ -147,6 +149,8 @@ struct mpx_graph {
     int keep_grads;          /* no gradient-buffer sharing (tests) */
     int no_fusion;           /* run every ReLU on its own (mpx_graph_fuse) */
     int all_rows;            /* compute the rows a loss ignores too (mpx_graph_loss_rows) */
+    int exact_merges;        /* adaptive merges wait for their magnitudes (mpx_graph_speculative_merges) */
+    int64_t merge_redos;     /* backward passes run again because a speculative merge missed */
     int n_fused;             /* ReLUs fused into their producers (compile) */
     int n_shared;            /* add inputs whose gradient shares the add output's storage */
     int profile;             /* time every node */
@@ -165,6 +169,7 @@ struct mpx_graph {
     mpx_cast_stats *dev_stats;     /* backend copy of [n_layers][2] cast stats (act, wgrad) */
     mpx_cast_stats *host_stats;    /* their host copy, downloaded at once on statistics steps */
     step_status *dev_status;       /* backend memory, with the sums behind it */
+    float *merge_slots;            /* backend memory: a merge's branch magnitudes [MAX_CONSUMERS] */
     step_status *host_status;      /* its host copy, valid when status_fresh */
     size_t status_bytes;
     int status_fresh;              /* downloaded since the last forward */
@@ -175,6 +180,7 @@ struct mpx_graph {
     /* the backward pass in progress */
     const mpx_backward_opts *bw;
     int layerwise;                 /* adaptive scaling: per-layer factors and merges */
+    int speculating;               /* this pass's merges assume their target (no wait) */
     int quantile_due;              /* adaptive-quantile recomputes factors this step */
     int64_t step;
 };

@@ -56,6 +56,7 @@ typedef struct {
     double *t;        /* per-round step seconds */
     double *w;        /* per-round seconds of the scaling work inside the step */
     int64_t waits;    /* the host's waits for the backend over the measured rounds */
+    int64_t redos;    /* backward passes run again over them (speculative merges missed) */
     double skipped;   /* FLOPs its operators left out over the measured rounds */
 } variant;
 
@@ -124,7 +125,7 @@ static double sgemm_rate(int m, int n, int k) {
 }
 
 static mpx_status one_step(variant *v, double *seconds, double *scaling_seconds) {
-    const int64_t waits0 = mpx_graph_host_waits(v->g);
+    const int64_t waits0 = mpx_graph_host_waits(v->g), redos0 = mpx_graph_merge_redos(v->g);
     const mpx_backend *be = mpx_graph_backend(v->g);
     const double skipped0 = be->skipped_flops ? be->skipped_flops() : 0;
     double w0 = mpx_graph_scaling_seconds(v->g), t0 = mpx_now();
@@ -143,6 +144,7 @@ static mpx_status one_step(variant *v, double *seconds, double *scaling_seconds)
     *scaling_seconds = mpx_graph_scaling_seconds(v->g) - w0;
     if (be->skipped_flops) v->skipped += be->skipped_flops() - skipped0;
     v->waits += mpx_graph_host_waits(v->g) - waits0;
+    v->redos += mpx_graph_merge_redos(v->g) - redos0;
     /* adaptive "cached" variants never reach an update step after their first */
     v->step++;
     return MPX_OK;
@@ -256,7 +258,8 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         }
     if (st == MPX_OK && o->profile)
         for (int i = 0; i < nv; i++) mpx_graph_profile(v[i].g, 1);
-    for (int i = 0; i < nv; i++) v[i].waits = 0, v[i].skipped = 0; /* over the measured rounds */
+    for (int i = 0; i < nv; i++) /* over the measured rounds */
+        v[i].waits = 0, v[i].redos = 0, v[i].skipped = 0;
     for (int r = 0; r < o->steps && st == MPX_OK; r++) {
         for (int i = 0; i < nv && st == MPX_OK; i++) st = one_step(&v[i], &v[i].t[r], &v[i].w[r]);
         if (o->progress) fprintf(stderr, "\rbench: round %d/%d", r + 1, o->steps);
@@ -297,6 +300,7 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
             mpx_graph_memory(v[i].g, &mp);
             row->arena_bytes = (double)mp.total;
             row->waits_per_step = (double)v[i].waits / o->steps;
+            row->redos_per_step = (double)v[i].redos / o->steps;
         }
         if (base >= 0) {
             const int n = o->steps;

@@ -31,11 +31,11 @@ int main(void) {
     printf("device: %s\n", mpx_cuda_device_name(0));
     const mpx_backend *gpu = mpx_backend_cuda();
     static const variant vs[] = {
-        {"resnet", "fp16", "adaptive", "rne", 0, 1, 0, 0, 0},
-        {"resnet", "bf16", "dynamic", "rne", 0, 1, 0, 0, 0},
-        {"resnet", "fp16", "dynamic", "stochastic", 0, 1, 0, 0, 0},
-        {"bert", "fp16", "adaptive", "rne", 0, 1, 0, 0, 0},
-        {"ssd", "fp16", "adaptive", "rne", 0, 1, 0, 0, 0},
+        {"resnet", "fp16", "adaptive", "rne", 0, 1, 0, 0, 0, 0, 0, 0},
+        {"resnet", "bf16", "dynamic", "rne", 0, 1, 0, 0, 0, 0, 0, 0},
+        {"resnet", "fp16", "dynamic", "stochastic", 0, 1, 0, 0, 0, 0, 0, 0},
+        {"bert", "fp16", "adaptive", "rne", 0, 1, 0, 0, 0, 0, 0, 0},
+        {"ssd", "fp16", "adaptive", "rne", 0, 1, 0, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) {
         variant decoded = vs[i];

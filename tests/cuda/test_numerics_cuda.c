@@ -1,5 +1,6 @@
 /* test_numerics_cuda.c — the CUDA backend's numerics entries against the CPU backend's on the same
- * data: decode, moments, absmax, abs_quantile, accumulate, unscale_accumulate, sumsq.
+ * data: decode, moments, absmax (to the host and into device memory), abs_quantile, accumulate
+ * (with the merges' magnitudes), the speculative merges' check, unscale_accumulate, sumsq.
  *
  * Every comparison is exact (the same bits), because the GPU reproduces the CPU's operations:
  * decode, absmax and the quantile are exact functions of the data; accumulate and
@@ -166,16 +167,20 @@ static void test_reductions(const char *what, const float *x, const float *dx, s
         double sa = 0, sb = gpu_sumsq(dx, n);
         cpu->sumsq(x, n, &sa);
         CHECK(same_d(sa, sb), "%s n=%zu: sumsq %.17g/%.17g", what, n, sa, sb);
-        /* absmax2: both halves' magnitudes with one wait */
-        float h0 = -1, h1 = -1;
+        /* absmax_to: both halves' magnitudes into device memory, without a wait */
+        float h[2] = {-1, -1}, *dh = to_dev(h, sizeof h);
+        REQUIRE_VOID(dh, "cudaMalloc failed");
         int64_t w0 = gpu->host_waits();
-        CHECK(mpx_absmax2_cuda(dx, n / 2, &h0, dx + n / 2, n - n / 2, &h1) == MPX_OK,
-              "%s n=%zu: absmax2 failed: %s", what, n, mpx_error_message());
-        CHECK(gpu->host_waits() - w0 == (n > 0 ? 1 : 0),
-              "%s n=%zu: absmax2 waited %lld times", what, n, (long long)(gpu->host_waits() - w0));
+        gpu->absmax_to(dx, n / 2, dh);
+        gpu->absmax_to(dx + n / 2, n - n / 2, dh + 1);
+        CHECK(gpu->host_waits() == w0, "%s n=%zu: absmax_to waited %lld times", what, n,
+              (long long)(gpu->host_waits() - w0));
+        CUDA_OK_VOID(cudaMemcpy(h, dh, sizeof h, cudaMemcpyDeviceToHost));
+        cudaFree(dh);
         float c0 = cpu->absmax(x, n / 2), c1 = cpu->absmax(x + n / 2, n - n / 2);
-        CHECK(bits(h0) == bits(c0) && bits(h1) == bits(c1), "%s n=%zu: absmax2 %a %a / cpu %a %a",
-              what, n, (double)h0, (double)h1, (double)c0, (double)c1);
+        CHECK(bits(h[0]) == bits(c0) && bits(h[1]) == bits(c1),
+              "%s n=%zu: absmax_to %a %a / cpu %a %a", what, n, (double)h[0], (double)h[1],
+              (double)c0, (double)c1);
         const double qs[] = {0.0, 1e-3, 0.25, 0.5, 0.999, 1.0};
         const float scales[] = {1.0f, 0x1p12f, 0.3f, 0x1p-30f};
         for (int qi = 0; qi < 6; qi++)
@@ -243,11 +248,14 @@ static void test_accumulate(void) {
          * before each sum) */
         cpu->accumulate(acc, x, n, scales[s]);
         gpu->accumulate(dacc, dx, n, scales[s]);
-        float ca = -1, cx = -1, ga = -2, gx = -2;
+        float ca = -1, cx = -1, gm[2] = {-2, -2}, *dm = to_dev(gm, sizeof gm);
+        REQUIRE_VOID(dm, "cudaMalloc failed");
         cpu->accumulate_absmax(acc, x, n, scales[s], &ca, &cx);
-        gpu->accumulate_absmax(dacc, dx, n, scales[s], &ga, &gx);
-        CHECK(same(ca, ga) && same(cx, gx), "accumulate_absmax scale %g: cpu %g %g gpu %g %g",
-              (double)scales[s], (double)ca, (double)cx, (double)ga, (double)gx);
+        gpu->accumulate_absmax(dacc, dx, n, scales[s], dm, dm + 1); /* device results */
+        CUDA_OK_VOID(cudaMemcpy(gm, dm, sizeof gm, cudaMemcpyDeviceToHost));
+        cudaFree(dm);
+        CHECK(same(ca, gm[0]) && same(cx, gm[1]), "accumulate_absmax scale %g: cpu %g %g gpu %g %g",
+              (double)scales[s], (double)ca, (double)cx, (double)gm[0], (double)gm[1]);
         CUDA_OK_VOID(cudaMemcpy(got, dacc, n * sizeof *x, cudaMemcpyDeviceToHost));
         size_t i = first_diff(acc, got, n, 0);
         CHECK(i == n, "accumulate scale %g: element %zu: cpu %08x gpu %08x", (double)scales[s], i,
@@ -327,6 +335,41 @@ static void test_nan_payloads(void) {
     cudaFree(dacc);
 }
 
+/* merge_check: the same verdicts as the CPU's on magnitudes around u_max, Inf included. */
+static void test_merge_check(void) {
+    const float mags[] = {0.0f, 1.0f, 0x1p-20f, 65503.0f, 65504.0f, 1e30f, INFINITY};
+    const double pend[] = {1.0, 0.5, 8.0}, scales[] = {1.0, 0x1p10, 0x1p-3};
+    float *dslots = NULL;
+    uint32_t *dmiss = NULL;
+    CUDA_OK_VOID(cudaMalloc((void **)&dslots, 32 * sizeof(float)));
+    CUDA_OK_VOID(cudaMalloc((void **)&dmiss, sizeof(uint32_t)));
+    CUDA_OK_VOID(cudaMemset(dmiss, 0, sizeof(uint32_t)));
+    uint32_t cmiss = 0, calls = 0;
+    for (int k = 1; k <= 3; k++)
+        for (int a = 0; a < 7; a++)
+            for (int b = 0; b < 7; b++) {
+                float slots[3] = {mags[a], mags[b], mags[(a + b) % 7]};
+                double p[3], S[3], target = 0;
+                for (int i = 0; i < k; i++) {
+                    p[i] = pend[(a + i) % 3];
+                    S[i] = scales[(b + i) % 3];
+                    target = fmax(target, S[i]);
+                }
+                CUDA_OK_VOID(cudaMemcpy(dslots, slots, sizeof slots, cudaMemcpyHostToDevice));
+                cpu->merge_check(slots, k, p, S, target, 65504.0, &cmiss);
+                gpu->merge_check(dslots, k, p, S, target, 65504.0, dmiss);
+                uint32_t gmiss = 0;
+                CUDA_OK_VOID(cudaMemcpy(&gmiss, dmiss, sizeof gmiss, cudaMemcpyDeviceToHost));
+                calls++;
+                CHECK(gmiss == cmiss, "merge_check k %d slots %g %g %g: %u misses, cpu %u", k,
+                      (double)slots[0], (double)slots[1], (double)slots[2], gmiss, cmiss);
+            }
+    CHECK(cmiss > 0 && cmiss < calls, "merge_check: %u misses in %u calls (both kinds wanted)",
+          cmiss, calls);
+    cudaFree(dslots);
+    cudaFree(dmiss);
+}
+
 int main(void) {
     if (mpx_cuda_device_count() == 0) {
         printf("no CUDA device: skipped\n");
@@ -338,6 +381,7 @@ int main(void) {
     test_decode();
     test_all_reductions();
     test_accumulate();
+    test_merge_check();
     test_unscale_accumulate();
     test_nan_payloads();
     CHECK(cudaDeviceSynchronize() == cudaSuccess, "device error");

@@ -123,17 +123,21 @@ static void test_determinism(void) {
 }
 
 /* The host's waits per training step, by scaling method (no statistics; then a statistics
- * step). resnet20 has 9 residual blocks, so 9 tensors feed two consumers (a block's first conv
- * and its shortcut) and adaptive scaling merges 9 pairs of branches per backward pass. */
+ * step): one, the skip decision's. resnet20 has 9 residual blocks, so 9 tensors feed two
+ * consumers (a block's first conv and its shortcut) and adaptive scaling merges 9 pairs of
+ * branches per backward pass: speculatively, without a wait (tests/model/
+ * test_speculative_merges.c); with merges that wait, one more per merge. */
 static void test_host_waits(void) {
     static const struct {
         const char *mode, *scaling;
         int per_step; /* waits of a step whose adaptive factors are cached */
-    } want[] = {{"fp32", "none", 1}, {"fp16", "dynamic", 1}, {"bf16", "none", 1},
-                {"fp16", "adaptive", 1 + 9}};
+        int exact;    /* merges that wait (mpx_graph_speculative_merges(g, 0)) */
+    } want[] = {{"fp32", "none", 1, 0}, {"fp16", "dynamic", 1, 0}, {"bf16", "none", 1, 0},
+                {"fp16", "adaptive", 1, 0}, {"fp16", "adaptive", 1 + 9, 1}};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
         int image, labels;
         mpx_graph *g = small_resnet(0.25, 4, want[i].mode, &image, &labels);
+        mpx_graph_speculative_merges(g, !want[i].exact);
         mpx_scaling_cfg sc;
         mpx_scaling_defaults(&sc);
         sc.method = mpx_scaling_parse(want[i].scaling);

@@ -64,8 +64,8 @@ typedef struct mpx_backend {
     /* waits until all queued work is done (profiling: a node's time must be its own) */
     void (*sync)(void);
     /* How many times the host has waited for this backend's results so far in the process: sync,
-     * download, and every entry that returns a value to the host (moments, abs_quantile, absmax,
-     * accumulate_absmax with a magnitude asked for); on CUDA also the rare waits of the operators
+     * download, and every entry that returns a value to the host (moments, abs_quantile,
+     * absmax); on CUDA also the rare waits of the operators
      * (a deferred index check that finds all its slots pending). The CPU waits for nothing
      * but counts the same entries, so the executor's count per step is tested without a GPU. */
     int64_t (*host_waits)(void);
@@ -107,9 +107,18 @@ typedef struct mpx_backend {
     void (*accumulate)(float *acc, const float *x, size_t n, float scale);
     /* accumulate, and in the same pass the magnitudes a branch merge needs: *acc_absmax =
      * max|acc| before the addition and *x_absmax = max|x| (each skipped when NULL; a NaN or Inf
-     * gives +Inf, as absmax does). */
+     * gives +Inf, as absmax does), written to BACKEND memory without a wait. */
     void (*accumulate_absmax)(float *acc, const float *x, size_t n, float scale, float *acc_absmax,
                               float *x_absmax);
+    /* *out (backend memory) = absmax(x, n), without a wait. */
+    void (*absmax_to)(const float *x, size_t n, float *out);
+    /* A speculative branch merge's check (graph_exec.c: merge_branches), without a wait: with
+     * m = max over i < k of ((double)absmax[i] * pending[i]) / S[i] (absmax in backend memory;
+     * pending and S host arrays of the branches' factors not yet applied and scales), adds 1 to
+     * *misses (backend memory) unless m * target < u_max, i.e. when `target` (the largest S_i)
+     * is not the one mpx_als_merge_target chooses from these magnitudes. */
+    void (*merge_check)(const float *absmax, int k, const double *pending, const double *S,
+                        double target, double u_max, uint32_t *misses);
     /* acc[i] += decode(g[i]) * inv_scale, with the product rounded back to `g_dtype` first when
      * round_to_storage is set (the 2019 code's FP16 unscale); the count of non-finite addends is
      * added to *nonfinite, a counter in backend memory, so the host reads one total per step

@@ -74,10 +74,12 @@ mpx_status mpx_decode_cuda(mpx_dtype src_dtype, const void *src, float *dst, siz
 mpx_status mpx_moments_cuda(const float *x, size_t n, mpx_moments *out);
 /* mpx_absmax_f32. */
 mpx_status mpx_absmax_cuda(const float *x, size_t n, float *out);
-/* Two absmaxes with one wait: *ra of a[0..na) and *rb of b[0..nb); a NULL result pointer
- * skips its array (an empty array gives 0). */
-mpx_status mpx_absmax2_cuda(const float *a, size_t na, float *ra, const float *b, size_t nb,
-                            float *rb);
+/* The same into *out in DEVICE memory (asynchronous: no wait). */
+mpx_status mpx_absmax_to_cuda(const float *x, size_t n, float *out);
+/* backend.h's merge_check: absmax and *misses in DEVICE memory, pending and S host arrays of k
+ * (1..32) entries; asynchronous. */
+mpx_status mpx_merge_check_cuda(const float *absmax, int k, const double *pending,
+                                const double *S, double target, double u_max, uint32_t *misses);
 /* mpx_abs_quantile_ceil_pow2. */
 mpx_status mpx_abs_quantile_cuda(const float *x, size_t n, double q, float scale, float *out);
 /* acc[i] += scale * x[i] (FP32, no fused multiply-add, as on the CPU). */

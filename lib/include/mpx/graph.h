@@ -181,6 +181,15 @@ double mpx_graph_grad_norm(const mpx_graph *g);
  * less the synchronisations of this graph's profiling clocks (mpx_graph_profile,
  * mpx_graph_time_scaling); the difference across a step of this graph is that step's waits. */
 int64_t mpx_graph_host_waits(const mpx_graph *g);
+/* Adaptive scaling's branch merges (REFERENCE.md §3 step 10) choose their target scale from the
+ * branches' magnitudes. Speculative (default on): a merge takes the largest of its branches'
+ * scales — the usual choice — without waiting for the magnitudes, and the device checks the
+ * choice; when any merge of a pass missed, the pass runs again with merges that wait, so the
+ * gradients are those of the exact algorithm either way and a step usually waits once. Off:
+ * every merge waits for its magnitudes (tests compare the two). */
+void mpx_graph_speculative_merges(mpx_graph *g, int on);
+/* Backward passes run again because a speculative merge missed, so far. */
+int64_t mpx_graph_merge_redos(const mpx_graph *g);
 /* Decode a tensor's value into host FP32 (numel elements). */
 mpx_status mpx_graph_read(const mpx_graph *g, int tensor, float *host);
 /* Decode a tensor's gradient into host FP32 (unscaled: divided by the scale it carries). Only

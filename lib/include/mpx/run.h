@@ -137,6 +137,8 @@ typedef struct {
     char name[16], mode[8];
     double median_s, min_s, max_s, samples_per_s, gflops, ratio_ref, arena_bytes;
     double waits_per_step;   /* the host's waits for the backend per measured step (backend.h) */
+    double redos_per_step;   /* backward passes run again after a speculative adaptive merge
+                              * missed (mpx_graph_merge_redos), per measured step */
     double skipped_flops;    /* per step: GEMM FLOPs the operators left out (products with
                               * all-zero gradient rows, rows no loss reads; backend.h:
                               * skipped_flops); gflops counts the rest */
