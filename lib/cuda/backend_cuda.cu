@@ -103,6 +103,9 @@ static void cuda_moments(const float *x, size_t n, mpx_moments *out) {
         out->all_finite = 0;
     }
 }
+static void cuda_moments_to(const float *x, size_t n, mpx_moments *out) {
+    failed(mpx_moments_to_cuda(x, n, out));
+}
 static float cuda_abs_quantile(const float *x, size_t n, double q, float scale) {
     float r = NAN;
     return failed(mpx_abs_quantile_cuda(x, n, q, scale, &r)) ? NAN : r;
@@ -177,6 +180,7 @@ static mpx_backend make_backend(void) {
     b.cast = cuda_cast;
     b.decode = cuda_decode;
     b.moments = cuda_moments;
+    b.moments_to = cuda_moments_to;
     b.abs_quantile = cuda_abs_quantile;
     b.absmax = cuda_absmax;
     b.accumulate = cuda_accumulate;

@@ -15,10 +15,11 @@
  *
  * Synchronisation: moments, absmax and the quantile hand a value to the host, so each ends with
  * one small device-to-host cudaMemcpy (a few bytes; 4.4 KB of binade counts for the quantile),
- * a wait (counted: mpx_cuda_count_wait). The executor calls them on statistics steps and on the
- * adaptive factors' update steps. sumsq, absmax_to and the speculative merge check (adaptive
+ * a wait (counted: mpx_cuda_count_wait). The executor calls them on the adaptive factors'
+ * update steps. sumsq, moments_to, absmax_to and the speculative merge check (adaptive
  * scaling's branch merges) write their results to device memory and never wait: the graph
- * reads every parameter's sum and the merges' misses with the step's status, in one download.
+ * reads every parameter's sum and the merges' misses with the step's status, and a
+ * statistics step's moments with its counts, each in one download.
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -114,6 +115,32 @@ __global__ void moment_merge(Partial *parts, size_t nblocks) {
         acc.all_finite &= p.all_finite;
     }
     parts[nblocks] = acc;
+}
+
+/* mpx_moments_f32's result from the merged partial (NULL: n = 0), written to device memory:
+ * population std = sqrt(m2 / n) (IEEE division and square root, as the CPU), NaN extremes
+ * when every element is NaN. */
+__global__ void moments_finish(const Partial *merged, size_t n, mpx_moments *out) {
+    mpx_moments m;
+    m.n = n;
+    m.mean = 0.0;
+    m.std = 0.0;
+    m.min = m.max = m.absmax = 0.0f;
+    m.all_finite = 1;
+    if (n > 0) {
+        const Partial acc = *merged;
+        m.mean = acc.mean;
+        m.std = __dsqrt_rn(__ddiv_rn(acc.m2, (double)n));
+        m.all_finite = acc.all_finite;
+        m.absmax = acc.absmax;
+        if (acc.min > acc.max) { /* every element is NaN */
+            m.min = m.max = m.absmax = __int_as_float(0x7fc00000);
+        } else {
+            m.min = acc.min;
+            m.max = acc.max;
+        }
+    }
+    *out = m;
 }
 
 /* backend_cpu.c's sumsq per block: s += (double)x * x in index order (the product of two
@@ -242,32 +269,34 @@ mpx_status finish(void *host, const void *dev, size_t bytes, void *scratch) {
 
 } // namespace
 
-extern "C" mpx_status mpx_moments_cuda(const float *x, size_t n, mpx_moments *out) {
-    Partial acc = {0, 0, 0, INFINITY, -INFINITY, 0, 1};
-    if (n > 0) {
-        const size_t nblocks = (n + MBLOCK - 1) / MBLOCK;
-        void *scratch = nullptr;
-        MPX_TRY(mpx_cuda_scratch((nblocks + 1) * sizeof(Partial), &scratch));
-        Partial *parts = (Partial *)scratch;
-        moment_partials<<<partial_grid(nblocks), kWarps * 32>>>(x, n, nblocks, parts);
-        moment_merge<<<1, 1>>>(parts, nblocks);
-        MPX_TRY(finish(&acc, parts + nblocks, sizeof acc, scratch));
-    }
-    /* The rest is mpx_moments_f32's, on the host. */
-    out->n = n;
-    out->mean = n ? acc.mean : 0.0;
-    out->std = n ? sqrt(acc.m2 / (double)n) : 0.0;
-    out->all_finite = acc.all_finite;
-    out->absmax = acc.absmax;
+extern "C" mpx_status mpx_moments_to_cuda(const float *x, size_t n, mpx_moments *out) {
     if (n == 0) {
-        out->min = out->max = 0.0f;
-    } else if (acc.min > acc.max) { /* every element is NaN */
-        out->min = out->max = out->absmax = NAN;
-    } else {
-        out->min = acc.min;
-        out->max = acc.max;
+        moments_finish<<<1, 1>>>(nullptr, 0, out);
+        MPX_CUDA_TRY(cudaGetLastError());
+        return MPX_OK;
     }
-    return MPX_OK;
+    const size_t nblocks = (n + MBLOCK - 1) / MBLOCK;
+    void *scratch = nullptr;
+    MPX_TRY(mpx_cuda_scratch((nblocks + 1) * sizeof(Partial), &scratch));
+    Partial *parts = (Partial *)scratch;
+    moment_partials<<<partial_grid(nblocks), kWarps * 32>>>(x, n, nblocks, parts);
+    moment_merge<<<1, 1>>>(parts, nblocks);
+    moments_finish<<<1, 1>>>(parts + nblocks, n, out);
+    cudaError_t err = cudaGetLastError();
+    mpx_status freed = mpx_cuda_scratch_free(scratch); /* stream-ordered: after the kernels */
+    MPX_CUDA_TRY(err);
+    return freed;
+}
+
+extern "C" mpx_status mpx_moments_cuda(const float *x, size_t n, mpx_moments *out) {
+    void *scratch = nullptr;
+    MPX_TRY(mpx_cuda_scratch(sizeof(mpx_moments), &scratch));
+    mpx_status st = mpx_moments_to_cuda(x, n, (mpx_moments *)scratch);
+    if (st != MPX_OK) {
+        mpx_cuda_scratch_free(scratch);
+        return st;
+    }
+    return finish(out, scratch, sizeof *out, scratch);
 }
 
 extern "C" mpx_status mpx_sumsq_cuda(const float *x, size_t n, double *out) {

@@ -44,6 +44,9 @@ static void cpu_moments(const float *x, size_t n, mpx_moments *out) {
     count_wait();
     mpx_moments_f32(x, n, out);
 }
+static void cpu_moments_to(const float *x, size_t n, mpx_moments *out) {
+    mpx_moments_f32(x, n, out);
+}
 static float cpu_abs_quantile(const float *x, size_t n, double q, float scale) {
     count_wait();
     return mpx_abs_quantile_ceil_pow2(x, n, q, scale);
@@ -155,6 +158,7 @@ static const mpx_backend g_cpu = {
     .cast = mpx_cast,
     .decode = mpx_decode,
     .moments = cpu_moments,
+    .moments_to = cpu_moments_to,
     .abs_quantile = cpu_abs_quantile,
     .absmax = cpu_absmax,
     .accumulate = mpx_accumulate_f32,

@@ -387,15 +387,23 @@ mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *prec,
     plan_loss_rows(g);
     mpx_status st = plan_and_allocate(g);
     if (st == MPX_OK) {
-        g->dev_stats = g->be->alloc((size_t)(g->n_layers > 0 ? g->n_layers : 1) * 2 *
-                                    sizeof(mpx_cast_stats));
-        g->host_stats = calloc((size_t)(g->n_layers > 0 ? g->n_layers : 1) * 2,
-                               sizeof(mpx_cast_stats));
+        /* counts and moments of every layer in one block: one download per statistics step
+         * (mpx_cast_stats is all 64-bit counters, so the moments behind it stay aligned) */
+        const size_t rows = (size_t)(g->n_layers > 0 ? g->n_layers : 1) * 2;
+        g->stats_bytes = rows * (sizeof(mpx_cast_stats) + sizeof(mpx_moments));
+        g->dev_stats = g->be->alloc(g->stats_bytes);
+        g->host_stats = calloc(1, g->stats_bytes);
+        g->moments_due = calloc(rows, 1);
+        if (g->dev_stats && g->host_stats) {
+            g->dev_moments = (mpx_moments *)(g->dev_stats + rows);
+            g->host_moments = (mpx_moments *)(g->host_stats + rows);
+        }
         g->status_bytes = sizeof(step_status) + (size_t)g->n_params * sizeof(double);
         g->dev_status = g->be->alloc(g->status_bytes);
         g->host_status = calloc(1, g->status_bytes);
         g->merge_slots = g->be->alloc(MAX_CONSUMERS * sizeof(float));
-        if (!g->dev_stats || !g->host_stats || !g->dev_status || !g->host_status ||
+        if (!g->dev_stats || !g->host_stats || !g->moments_due || !g->dev_status ||
+            !g->host_status ||
             !g->merge_slots)
             st = mpx_fail(MPX_ERR_NOMEM, "out of memory for statistics");
     }
@@ -421,6 +429,7 @@ void mpx_graph_free(mpx_graph *g) {
     }
     for (int i = 0; i < g->n_nodes; i++) free(g->nodes[i].aux_init);
     free(g->host_stats);
+    free(g->moments_due);
     free(g->host_status);
     free(g->tensors);
     free(g->nodes);

@@ -17,8 +17,9 @@
  * Host waits: a pass queues work and reads nothing back, except what a step must decide on the
  * host: the loss, the non-finite count and the gradient norm, kept in one step-status block in
  * backend memory and downloaded once at the end of the backward pass. Adaptive branch merges
- * assume their target and have the device check it (merge_branches); statistics steps and the
- * adaptive factors' update steps read their magnitudes as they go.
+ * assume their target and have the device check it (merge_branches); statistics steps read
+ * every layer's counts and moments with one more download; the adaptive factors' update steps
+ * read each layer's moments as they go (the factor scales what follows).
  */
 #include <math.h>
 #include <string.h>
@@ -482,18 +483,35 @@ static mpx_status merge_branches(mpx_graph *g, int tensor) {
     return MPX_OK;
 }
 
-/* Moments of a view; one the ops read in its 16-bit storage is decoded first (scratch until the
- * node's views are released), as the reduction takes FP32. */
-static mpx_status moments_into(mpx_graph *g, const mpx_tensor *v, mpx_moments *m) {
+/* A view's values in FP32 for a reduction: one the ops read in its 16-bit storage is decoded
+ * first (scratch until the node's views are released). */
+static mpx_status reduction_input(mpx_graph *g, const mpx_tensor *v, const float **x) {
     const size_t n = (size_t)mpx_tensor_numel(v);
-    const float *x = v->data;
+    *x = v->data;
     if (v->dtype != MPX_F32) {
         float *f = scratch_take(g, (int64_t)n);
         if (!f) return scratch_fail(g, "the moments of a 16-bit view");
         g->be->decode(v->dtype, v->data, f, n);
-        x = f;
+        *x = f;
     }
-    g->be->moments(x, n, m);
+    return MPX_OK;
+}
+
+/* Moments of a view, on the host now (a wait). */
+static mpx_status moments_into(mpx_graph *g, const mpx_tensor *v, mpx_moments *m) {
+    const float *x;
+    MPX_TRY(reduction_input(g, v, &x));
+    g->be->moments(x, (size_t)mpx_tensor_numel(v), m);
+    return MPX_OK;
+}
+
+/* Moments of a view for a statistics row, into dev_moments[slot] (slot 2 * layer: the gradient,
+ * + 1: the weight) without a wait; backward_pass reads them all with the layers' counts. */
+static mpx_status moments_later(mpx_graph *g, const mpx_tensor *v, int slot) {
+    const float *x;
+    MPX_TRY(reduction_input(g, v, &x));
+    g->be->moments_to(x, (size_t)mpx_tensor_numel(v), &g->dev_moments[slot]);
+    g->moments_due[slot] = 1;
     return MPX_OK;
 }
 
@@ -544,6 +562,13 @@ static void set_g_stats(mpx_layer_stats *ls, const mpx_moments *m) {
     ls->g_max = m->max;
 }
 
+static void set_w_stats(mpx_layer_stats *ls, const mpx_moments *m) {
+    ls->w_mean = (float)m->mean;
+    ls->w_std = (float)m->std;
+    ls->w_min = m->min;
+    ls->w_max = m->max;
+}
+
 static mpx_status backward_node(mpx_graph *g, gnode *n) {
     gtensor *out = &g->tensors[n->out];
     mpx_layer_stats *ls = g->bw->stats && n->layer >= 0 ? &g->bw->stats[n->layer] : NULL;
@@ -569,14 +594,17 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
 
     mpx_moments mg, mw, *pmg = NULL, *pmw = NULL;
     if (ls && !n->seeds_gradient) {
-        MPX_TRY(moments_into(g, &dy, pmg = &mg));
-        set_g_stats(ls, &mg);
-        if (n->n_param > 0) {
-            MPX_TRY(moments_into(g, &w0, pmw = &mw));
-            ls->w_mean = (float)mw.mean;
-            ls->w_std = (float)mw.std;
-            ls->w_min = mw.min;
-            ls->w_max = mw.max;
+        if (g->layerwise && n->is_gemm_layer && als_update_due(g, n)) {
+            /* the adaptive factor reads them now (layer_factor) */
+            MPX_TRY(moments_into(g, &dy, pmg = &mg));
+            set_g_stats(ls, &mg);
+            if (n->n_param > 0) {
+                MPX_TRY(moments_into(g, &w0, pmw = &mw));
+                set_w_stats(ls, &mw);
+            }
+        } else {
+            MPX_TRY(moments_later(g, &dy, 2 * n->layer));
+            if (n->n_param > 0) MPX_TRY(moments_later(g, &w0, 2 * n->layer + 1));
         }
     }
     double t0 = g->time_scaling ? profile_clock(g) : 0;
@@ -604,8 +632,7 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
             } else {
                 MPX_TRY(view_of(g, in->ndim, in->shape, in->grad_dtype, in->grad, in->name, &e));
             }
-            MPX_TRY(moments_into(g, &e, &mg));
-            set_g_stats(ls, &mg);
+            MPX_TRY(moments_later(g, &e, 2 * n->layer));
         }
     }
     return MPX_OK;
@@ -630,6 +657,7 @@ static mpx_status backward_pass(mpx_graph *g, const mpx_backward_opts *o) {
     }
     if (o->stats) {
         memset(o->stats, 0, (size_t)g->n_layers * sizeof *o->stats);
+        memset(g->moments_due, 0, (size_t)g->n_layers * 2);
         g->be->zero(g->dev_stats, (size_t)g->n_layers * 2 * sizeof(mpx_cast_stats));
     }
     mpx_status st = MPX_OK;
@@ -646,12 +674,13 @@ static mpx_status backward_pass(mpx_graph *g, const mpx_backward_opts *o) {
         if (st != MPX_OK) st = mpx_fail_context(st, "backward of %s '%s'", op_name(n->op), n->name);
     }
     if (st == MPX_OK && o->stats) {
-        /* Statistics steps: every layer's counts in one download. */
-        g->be->download(g->host_stats, g->dev_stats,
-                        (size_t)g->n_layers * 2 * sizeof(mpx_cast_stats));
+        /* Statistics steps: every layer's counts and moments in one download. */
+        g->be->download(g->host_stats, g->dev_stats, g->stats_bytes);
         for (int l = 0; l < g->n_layers; l++) {
             o->stats[l].act = g->host_stats[2 * l];
             o->stats[l].wgrad = g->host_stats[2 * l + 1];
+            if (g->moments_due[2 * l]) set_g_stats(&o->stats[l], &g->host_moments[2 * l]);
+            if (g->moments_due[2 * l + 1]) set_w_stats(&o->stats[l], &g->host_moments[2 * l + 1]);
         }
     }
     /* The global gradient norm's parts, for the optimizer's clipping and its finite check. */

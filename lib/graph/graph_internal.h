@@ -166,8 +166,14 @@ struct mpx_graph {
     float *scratch;
     size_t scratch_floats, scratch_used;
     mpx_memory_plan plan;
-    mpx_cast_stats *dev_stats;     /* backend copy of [n_layers][2] cast stats (act, wgrad) */
+    mpx_cast_stats *dev_stats;     /* backend copy of [n_layers][2] cast stats (act, wgrad),
+                                    * followed by dev_moments in the same allocation */
     mpx_cast_stats *host_stats;    /* their host copy, downloaded at once on statistics steps */
+    mpx_moments *dev_moments;      /* [n_layers][2] moments (gradient, weight) of statistics
+                                    * steps, computed without a wait (behind dev_stats) */
+    mpx_moments *host_moments;     /* their host copy (behind host_stats) */
+    unsigned char *moments_due;    /* [n_layers][2]: dev_moments holds this step's (host) */
+    size_t stats_bytes;            /* dev_stats and dev_moments together */
     step_status *dev_status;       /* backend memory, with the sums behind it */
     float *merge_slots;            /* backend memory: a merge's branch magnitudes [MAX_CONSUMERS] */
     step_status *host_status;      /* its host copy, valid when status_fresh */

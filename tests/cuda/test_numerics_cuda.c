@@ -1,5 +1,5 @@
 /* test_numerics_cuda.c — the CUDA backend's numerics entries against the CPU backend's on the same
- * data: decode, moments, absmax (to the host and into device memory), abs_quantile, accumulate
+ * data: decode, moments and absmax (to the host and into device memory), abs_quantile, accumulate
  * (with the merges' magnitudes), the speculative merges' check, unscale_accumulate, sumsq.
  *
  * Every comparison is exact (the same bits), because the GPU reproduces the CPU's operations:
@@ -141,11 +141,22 @@ static double gpu_sumsq(const float *dx, size_t n) {
     return r;
 }
 
-static void check_moments(const char *what, const float *x, const float *dx, size_t n) {
+static void check_moments_one(const char *what, const float *x, const float *dx, size_t n,
+                              int to_device) {
     mpx_moments a, b;
     memset(&b, 0xab, sizeof b);
     cpu->moments(x, n, &a);
-    gpu->moments(dx, n, &b);
+    if (to_device) { /* moments_to: into device memory, no wait */
+        mpx_moments *db = (mpx_moments *)(void *)to_dev(&b, sizeof b);
+        REQUIRE_VOID(db, "cudaMalloc failed");
+        const int64_t w0 = gpu->host_waits();
+        gpu->moments_to(dx, n, db);
+        CHECK(gpu->host_waits() == w0, "%s n=%zu: moments_to waited", what, n);
+        CUDA_OK_VOID(cudaMemcpy(&b, db, sizeof b, cudaMemcpyDeviceToHost));
+        cudaFree(db);
+    } else {
+        gpu->moments(dx, n, &b);
+    }
     CHECK(a.n == b.n && a.all_finite == b.all_finite, "%s n=%zu: n %llu/%llu finite %d/%d", what,
           n, (unsigned long long)a.n, (unsigned long long)b.n, a.all_finite, b.all_finite);
     CHECK(same_d(a.mean, b.mean) && same_d(a.std, b.std),
@@ -153,6 +164,11 @@ static void check_moments(const char *what, const float *x, const float *dx, siz
     CHECK(same(a.min, b.min) && same(a.max, b.max) && same(a.absmax, b.absmax),
           "%s n=%zu: min %a/%a max %a/%a absmax %a/%a", what, n, (double)a.min, (double)b.min,
           (double)a.max, (double)b.max, (double)a.absmax, (double)b.absmax);
+}
+
+static void check_moments(const char *what, const float *x, const float *dx, size_t n) {
+    check_moments_one(what, x, dx, n, 0);
+    check_moments_one(what, x, dx, n, 1);
 }
 
 /* The reductions on one data set, over several lengths (whole blocks, ragged tails, more than

@@ -329,6 +329,61 @@ static void test_underflow_recount(void) {
     mpx_graph_free(g);
 }
 
+/* A statistics row's moments (computed on the backend and read with the step's counts) are
+ * those of the layer's stored output gradient and weight, and the loss row's those of the
+ * gradient the loss emitted: every layer's row against mpx_moments_f32 of the values read back,
+ * and the step waited once for them beyond its status. */
+static void test_stats_moments(void) {
+    int x, y, h;
+    mpx_graph *g = mlp("fp16", &x, &y, &h);
+    mpx_scaling_cfg none;
+    mpx_scaling_defaults(&none);
+    mpx_layer_stats stats[3];
+    CHECK_OK(mpx_graph_forward(g, 1));
+    mpx_backward_opts bo = {&none, 1.0, 0, stats};
+    int64_t nf;
+    const int64_t w0 = mpx_graph_host_waits(g);
+    CHECK_OK(mpx_graph_backward(g, &bo, &nf));
+    CHECK(mpx_graph_host_waits(g) - w0 == 2, "statistics step waited %lld times, want 2",
+          (long long)(mpx_graph_host_waits(g) - w0));
+    static const struct {
+        const char *row, *grad_of; /* the row, and the tensor whose gradient it describes */
+        int param;                 /* its weight, -1: none */
+    } rows[] = {{"linear1", "linear1", 0}, {"linear2", "linear2", 1}, {"loss", "linear2", -1}};
+    for (int r = 0; r < 3; r++) {
+        const int l = layer_index(g, rows[r].row);
+        REQUIRE_VOID(l >= 0, "%s", rows[r].row);
+        const int t = mpx_graph_find_tensor(g, rows[r].grad_of);
+        int64_t shape[4];
+        const int nd = mpx_graph_tensor_shape(g, t, shape);
+        size_t n = 1;
+        for (int d = 0; d < nd; d++) n *= (size_t)shape[d];
+        float *v = malloc(n * sizeof *v);
+        CHECK_OK(mpx_graph_read_grad(g, t, v));
+        mpx_moments m;
+        mpx_moments_f32(v, n, &m);
+        const mpx_layer_stats *s = &stats[l];
+        CHECK(s->g_mean == (float)m.mean && s->g_std == (float)m.std && s->g_min == m.min &&
+                  s->g_max == m.max,
+              "%s: gradient moments %g %g %g %g, of the values read back %g %g %g %g",
+              rows[r].row, (double)s->g_mean, (double)s->g_std, (double)s->g_min,
+              (double)s->g_max, m.mean, m.std, (double)m.min, (double)m.max);
+        free(v);
+        if (rows[r].param < 0) continue;
+        const mpx_param *p = mpx_graph_param(g, rows[r].param);
+        float *w = malloc((size_t)p->numel * sizeof *w);
+        mpx_decode(p->work_dtype, p->work, w, (size_t)p->numel);
+        mpx_moments_f32(w, (size_t)p->numel, &m);
+        CHECK(s->w_mean == (float)m.mean && s->w_std == (float)m.std && s->w_min == m.min &&
+                  s->w_max == m.max,
+              "%s: weight moments %g %g %g %g, of the stored weight %g %g %g %g", rows[r].row,
+              (double)s->w_mean, (double)s->w_std, (double)s->w_min, (double)s->w_max, m.mean,
+              m.std, (double)m.min, (double)m.max);
+        free(w);
+    }
+    mpx_graph_free(g);
+}
+
 /* Largest magnitude of n values. */
 static double max_abs(const float *x, size_t n) {
     double m = 0;
@@ -480,6 +535,7 @@ int main(void) {
     test_low_precision_vs_fp32("fp16", ldexp(1.0, -11));
     test_low_precision_vs_fp32("bf16", ldexp(1.0, -8));
     test_underflow_recount();
+    test_stats_moments();
     test_merge_target_with_overflowing_branch();
     test_scaling_clock();
     return mpx_test_done(__FILE__);

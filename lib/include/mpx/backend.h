@@ -100,6 +100,9 @@ typedef struct mpx_backend {
     void (*cast)(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);
     void (*decode)(mpx_dtype src_dtype, const void *src, float *dst, size_t n);
     void (*moments)(const float *x, size_t n, mpx_moments *out);
+    /* The same into *out in BACKEND memory, without a wait (statistics steps read every
+     * layer's moments with one download). */
+    void (*moments_to)(const float *x, size_t n, mpx_moments *out);
     float (*abs_quantile)(const float *x, size_t n, double q, float scale); /* numerics.h */
     float (*absmax)(const float *x, size_t n); /* numerics.h */
     /* acc[i] += scale * x[i] for n elements (FP32; scale a power of two in practice, so the

@@ -72,6 +72,8 @@ mpx_status mpx_cast_cuda(const mpx_cast_spec *spec, const float *src, void *dst,
 mpx_status mpx_decode_cuda(mpx_dtype src_dtype, const void *src, float *dst, size_t n);
 /* mpx_moments_f32. */
 mpx_status mpx_moments_cuda(const float *x, size_t n, mpx_moments *out);
+/* The same into *out in DEVICE memory (asynchronous: no wait). */
+mpx_status mpx_moments_to_cuda(const float *x, size_t n, mpx_moments *out);
 /* mpx_absmax_f32. */
 mpx_status mpx_absmax_cuda(const float *x, size_t n, float *out);
 /* The same into *out in DEVICE memory (asynchronous: no wait). */
