@@ -30,30 +30,39 @@ struct OutArr {
     mpx_dtype dt;
 };
 
+/* Two operands of one element, as stored (cuop_raw). */
+struct Pair {
+    uint32_t a, b;
+};
+
 /* y = x < 0 ? 0 : x (NaN passes: the comparison is false). */
 __global__ void relu_fwd(Arr x, OutArr y, size_t n) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const float v = cuop_ld(x.p, x.dt, i);
-        cuop_st(y.p, y.dt, i, v < 0.0f ? 0.0f : v);
-    }
+    cuop_each(
+        n, [&](size_t i) { return cuop_raw(x.p, x.dt, i); },
+        [&](size_t i, uint32_t r) {
+            const float v = cuop_dec(x.dt, r);
+            cuop_st(y.p, y.dt, i, v < 0.0f ? 0.0f : v);
+        });
 }
 
 /* dx = y > 0 ? dy : 0 (a select: an Inf in dy is blocked where the unit is off). */
 __global__ void relu_bwd(Arr dy, Arr y, OutArr dx, size_t n) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        cuop_st(dx.p, dx.dt, i, cuop_ld(y.p, y.dt, i) > 0.0f ? cuop_ld(dy.p, dy.dt, i) : 0.0f);
+    cuop_each(
+        n, [&](size_t i) { return Pair{cuop_raw(y.p, y.dt, i), cuop_raw(dy.p, dy.dt, i)}; },
+        [&](size_t i, Pair r) {
+            cuop_st(dx.p, dx.dt, i, cuop_dec(y.dt, r.a) > 0.0f ? cuop_dec(dy.dt, r.b) : 0.0f);
+        });
 }
 
 /* y = a + b, or with the ReLU after it fused (relu != 0): the select of relu_fwd on the FP32
  * sum, rounded once into y's dtype. */
 __global__ void add_fwd(Arr a, Arr b, OutArr y, size_t n, int relu) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const float s = __fadd_rn(cuop_ld(a.p, a.dt, i), cuop_ld(b.p, b.dt, i));
-        cuop_st(y.p, y.dt, i, relu && s < 0.0f ? 0.0f : s);
-    }
+    cuop_each(
+        n, [&](size_t i) { return Pair{cuop_raw(a.p, a.dt, i), cuop_raw(b.p, b.dt, i)}; },
+        [&](size_t i, Pair r) {
+            const float s = __fadd_rn(cuop_dec(a.dt, r.a), cuop_dec(b.dt, r.b));
+            cuop_st(y.p, y.dt, i, relu && s < 0.0f ? 0.0f : s);
+        });
 }
 
 /* Phi(x) = erfc(-x / sqrt(2)) / 2, the erfc form of gelu.c (accurate for negative x). */

@@ -246,14 +246,13 @@ __global__ void eval_stats(int64_t c, Vec gamma, Vec rm, Vec rv, float eps, floa
  * rounded once into y's dtype. */
 __global__ void fwd_apply(Vec x, const float *mean, const float *scale, Vec beta, void *y,
                           mpx_dtype ydt, int64_t c, size_t n, int relu) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (ChannelCursor ch(i, stride, (size_t)c); i < n; i += stride, ch.next()) {
-        const size_t j = ch.c;
-        const float v =
-            __fadd_rn(__fmul_rn(__fsub_rn(ld(x, i), mean[j]), scale[j]), ld(beta, j));
-        cuop_st(y, ydt, i, relu && v < 0.0f ? 0.0f : v);
-    }
+    cuop_each_channel(
+        n, (size_t)c, [&](size_t i, size_t) { return cuop_raw(x.p, x.dt, i); },
+        [&](size_t i, size_t j, uint32_t r) {
+            const float v = __fadd_rn(
+                __fmul_rn(__fsub_rn(cuop_dec(x.dt, r), mean[j]), scale[j]), ld(beta, j));
+            cuop_st(y, ydt, i, relu && v < 0.0f ? 0.0f : v);
+        });
 }
 
 /* Backward per channel: dbeta, dgamma and the FP32 coefficients of the dx pass (kc = k,
@@ -274,17 +273,21 @@ __global__ void bwd_stats(const double *part, int64_t nchunks, int64_t m, int64_
 }
 
 /* dx = k (dy - dbeta/M - xhat dgamma/M), xhat = (x - mean) invstd, FP32. */
+struct XDy { /* as stored (cuop_raw) */
+    uint32_t x, dy;
+};
+
 __global__ void bwd_apply(Vec dy, Vec x, const float *sm, const float *si, const float *kc,
                           void *dx, mpx_dtype dxdt, int64_t c, size_t n) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    for (ChannelCursor ch(i, stride, (size_t)c); i < n; i += stride, ch.next()) {
-        const size_t j = ch.c;
-        const float xhat = __fmul_rn(__fsub_rn(ld(x, i), sm[j]), si[j]);
-        const float inner =
-            __fsub_rn(__fsub_rn(ld(dy, i), kc[c + j]), __fmul_rn(xhat, kc[2 * c + j]));
-        cuop_st(dx, dxdt, i, __fmul_rn(kc[j], inner));
-    }
+    cuop_each_channel(
+        n, (size_t)c,
+        [&](size_t i, size_t) { return XDy{cuop_raw(x.p, x.dt, i), cuop_raw(dy.p, dy.dt, i)}; },
+        [&](size_t i, size_t j, XDy r) {
+            const float xhat = __fmul_rn(__fsub_rn(cuop_dec(x.dt, r.x), sm[j]), si[j]);
+            const float inner = __fsub_rn(__fsub_rn(cuop_dec(dy.dt, r.dy), kc[c + j]),
+                                          __fmul_rn(xhat, kc[2 * c + j]));
+            cuop_st(dx, dxdt, i, __fmul_rn(kc[j], inner));
+        });
 }
 
 /* A channel vector decoded to FP32 (kernel), in scratch of at least c floats at dst. */

@@ -28,13 +28,10 @@ constexpr int kThreads = 256;
 enum Fmt { kF32 = MPX_F32, kF16 = MPX_F16, kBF16 = MPX_BF16 };
 
 template <int F> __device__ uint32_t rne(float x) {
-    if constexpr (F == kF16) {
-        if (isnan(x)) return mpx_fp_encode(MPX_FP_F16, x, 0, 0u, 0);
-        return __half_as_ushort(__float2half_rn(x));
-    } else {
-        if (isnan(x)) return mpx_fp_encode(MPX_FP_BF16, x, 0, 0u, 0);
-        return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-    }
+    if constexpr (F == kF16)
+        return cuop_f16_rne(x);
+    else
+        return cuop_bf16_rne(x);
 }
 
 template <int F> __device__ uint32_t stochastic(float x, uint32_t r) {

@@ -21,18 +21,30 @@
 
 namespace {
 
-/* Element i of an array stored as F, decoded exactly. */
-template <int F> __device__ float load_decoded(const void *p, size_t i) {
+/* Element i of an array stored as F, as stored (FP32 bits or the code), and such bits decoded
+ * exactly. */
+template <int F> __device__ uint32_t load_raw(const void *p, size_t i) {
     if constexpr (F == MPX_F32)
-        return ((const float *)p)[i];
-    else if constexpr (F == MPX_F16)
-        return mpx_fp_decode(MPX_FP_F16, ((const uint16_t *)p)[i]);
-    else if constexpr (F == MPX_BF16)
-        return mpx_fp_decode(MPX_FP_BF16, ((const uint16_t *)p)[i]);
-    else if constexpr (F == MPX_F8_E4M3)
-        return mpx_fp_decode(MPX_FP_E4M3, ((const uint8_t *)p)[i]);
+        return __float_as_uint(((const float *)p)[i]);
+    else if constexpr (F == MPX_F16 || F == MPX_BF16)
+        return ((const uint16_t *)p)[i];
     else
-        return mpx_fp_decode(MPX_FP_E5M2, ((const uint8_t *)p)[i]);
+        return ((const uint8_t *)p)[i];
+}
+template <int F> __device__ float decoded(uint32_t r) {
+    if constexpr (F == MPX_F32)
+        return __uint_as_float(r);
+    else if constexpr (F == MPX_F16)
+        return cuop_f16_decode((uint16_t)r);
+    else if constexpr (F == MPX_BF16)
+        return cuop_bf16_decode((uint16_t)r);
+    else if constexpr (F == MPX_F8_E4M3)
+        return mpx_fp_decode(MPX_FP_E4M3, r);
+    else
+        return mpx_fp_decode(MPX_FP_E5M2, r);
+}
+template <int F> __device__ float load_decoded(const void *p, size_t i) {
+    return decoded<F>(load_raw<F>(p, i));
 }
 
 /* mpx_round_to: x through format F under RNE (F32 returns x). */
@@ -50,15 +62,19 @@ template <int F> __device__ float round_to(float x) {
 }
 
 template <int F> __global__ void decode_kernel(const void *src, float *dst, size_t n) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        dst[i] = load_decoded<F>(src, i);
+    cuop_each(
+        n, [&](size_t i) { return load_raw<F>(src, i); },
+        [&](size_t i, uint32_t r) { dst[i] = decoded<F>(r); });
 }
 
+struct AccX {
+    float acc, x;
+};
+
 __global__ void accumulate_kernel(float *acc, const float *x, size_t n, float scale) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        acc[i] = mpx_add_nan(acc[i], mpx_mul_nan(scale, x[i]));
+    cuop_each(
+        n, [&](size_t i) { return AccX{acc[i], x[i]}; },
+        [&](size_t i, AccX v) { acc[i] = mpx_add_nan(v.acc, mpx_mul_nan(scale, v.x)); });
 }
 
 /* backend_cpu.c's unscale_accumulate: v = decode(g) * inv, optionally rounded back to the

@@ -7,10 +7,14 @@
 #ifndef MPX_CUDA_LAUNCH_CUH
 #define MPX_CUDA_LAUNCH_CUH
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lib/cuda/check.cuh"
+#include "lib/numerics/fp_bits.h"
 
 constexpr int kLaunchThreads = 256;
 
@@ -75,6 +79,75 @@ struct ChannelCursor {
         if (c >= channels) c -= channels;
     }
 };
+
+/* Grid-stride loop over [0, n) that keeps kIlp elements' loads in flight per thread: an
+ * element-wise pass over 16-bit data is bound by the latency of its loads, not by bandwidth,
+ * when each thread waits for one element at a time (a store may alias a later load, so the
+ * compiler cannot hoist the next loads above it). ld(i) loads element i's operands as stored
+ * (raw bits: cuop_raw; decoding them there would make the next load wait for this one, the
+ * GPU issuing in order), st(i, v) decodes, computes and stores. The thread's elements are
+ * i, i + stride, ..., visited in that order as in a plain loop, each computed the same way:
+ * the results do not change, only how many loads wait at once. */
+constexpr int kIlp = 4;
+
+template <class Ld, class St>
+__device__ __forceinline__ void cuop_each(size_t n, Ld ld, St st) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + (kIlp - 1) * stride < n; i += kIlp * stride) {
+        decltype(ld(i)) v[kIlp];
+#pragma unroll
+        for (int u = 0; u < kIlp; u++) v[u] = ld(i + u * stride);
+#pragma unroll
+        for (int u = 0; u < kIlp; u++) st(i + u * stride, v[u]);
+    }
+    for (; i < n; i += stride) st(i, ld(i));
+}
+
+/* The same over a [..., C] tensor, with element i's channel j: ld(i, j), st(i, j, v). */
+template <class Ld, class St>
+__device__ __forceinline__ void cuop_each_channel(size_t n, size_t channels, Ld ld, St st) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    ChannelCursor ch(i, stride, channels);
+    for (; i + (kIlp - 1) * stride < n; i += kIlp * stride) {
+        size_t j[kIlp];
+        decltype(ld(i, j[0])) v[kIlp];
+#pragma unroll
+        for (int u = 0; u < kIlp; u++) {
+            j[u] = ch.c;
+            ch.next();
+            v[u] = ld(i + u * stride, j[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kIlp; u++) st(i + u * stride, j[u], v[u]);
+    }
+    for (; i < n; i += stride, ch.next()) st(i, ch.c, ld(i, ch.c));
+}
+
+/* F16 and BF16 conversions at the conversion unit's speed with fp_bits.h's bits. Decoding is
+ * exact for every code; rounding is IEEE round-to-nearest-even (subnormals, overflow to Inf).
+ * NaN takes fp_bits.h's rule (quieted, sign and top payload bits kept), where the hardware
+ * would give its canonical NaN. */
+__device__ __forceinline__ float cuop_f16_decode(uint16_t c) {
+    const bool nan = (c & 0x7c00u) == 0x7c00u && (c & 0x03ffu);
+    const uint32_t nan_bits = ((uint32_t)(c & 0x8000u) << 16) | 0x7fc00000u |
+                              ((uint32_t)(c & 0x03ffu) << 13); /* mpx_fp_decode's NaN */
+    const float h = __half2float(__ushort_as_half(c));
+    return nan ? __uint_as_float(nan_bits) : h;
+}
+__device__ __forceinline__ float cuop_bf16_decode(uint16_t c) {
+    const uint32_t u = (uint32_t)c << 16; /* BF16 is FP32's top half */
+    return __uint_as_float((u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u);
+}
+__device__ __forceinline__ uint16_t cuop_f16_rne(float x) {
+    if (isnan(x)) return (uint16_t)mpx_fp_encode(MPX_FP_F16, x, 0, 0u, nullptr);
+    return __half_as_ushort(__float2half_rn(x));
+}
+__device__ __forceinline__ uint16_t cuop_bf16_rne(float x) {
+    if (isnan(x)) return (uint16_t)mpx_fp_encode(MPX_FP_BF16, x, 0, 0u, nullptr);
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
 
 /* x86 and ARM pass a NaN operand through quieted, payload kept; the GPU returns its canonical
  * NaN instead. These keep the operand's NaN (the first operand's when both are NaN) so that

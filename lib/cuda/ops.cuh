@@ -97,20 +97,31 @@ mpx_status cuop_checks_release(void);
 
 /* ---- device: loads and stores ---- */
 
+/* Element i of an F32, F16 or BF16 array as stored (FP32 bits or the 16-bit code), and such
+ * bits decoded exactly to FP32: the two halves of cuop_ld, for loops that load several
+ * elements before using any (launch.cuh: cuop_each). */
+__device__ __forceinline__ uint32_t cuop_raw(const void *p, mpx_dtype dt, size_t i) {
+    if (dt == MPX_F16 || dt == MPX_BF16) return ((const uint16_t *)p)[i];
+    return __float_as_uint(((const float *)p)[i]);
+}
+__device__ __forceinline__ float cuop_dec(mpx_dtype dt, uint32_t r) {
+    if (dt == MPX_F16) return cuop_f16_decode((uint16_t)r);
+    if (dt == MPX_BF16) return cuop_bf16_decode((uint16_t)r);
+    return __uint_as_float(r);
+}
+
 /* Element i of an F32, F16 or BF16 array, exactly, in FP32. */
 __device__ __forceinline__ float cuop_ld(const void *p, mpx_dtype dt, size_t i) {
-    if (dt == MPX_F16) return mpx_fp_decode(MPX_FP_F16, ((const uint16_t *)p)[i]);
-    if (dt == MPX_BF16) return mpx_fp_decode(MPX_FP_BF16, ((const uint16_t *)p)[i]);
-    return ((const float *)p)[i];
+    return cuop_dec(dt, cuop_raw(p, dt, i));
 }
 
 /* Element i of an F32, F16 or BF16 array = v rounded to nearest even (NaN keeps sign and top
  * payload bits, as mpx_cast does). */
 __device__ __forceinline__ void cuop_st(void *p, mpx_dtype dt, size_t i, float v) {
     if (dt == MPX_F16)
-        ((uint16_t *)p)[i] = (uint16_t)mpx_fp_encode(MPX_FP_F16, v, 0, 0u, nullptr);
+        ((uint16_t *)p)[i] = cuop_f16_rne(v);
     else if (dt == MPX_BF16)
-        ((uint16_t *)p)[i] = (uint16_t)mpx_fp_encode(MPX_FP_BF16, v, 0, 0u, nullptr);
+        ((uint16_t *)p)[i] = cuop_bf16_rne(v);
     else
         ((float *)p)[i] = v;
 }

@@ -46,6 +46,7 @@ static const bn_shape SHAPES[] = {
     {2, {300, 33}},     /* 5 chunks */
     {4, {9, 10, 100, 5}}, /* M = 9000: 141 chunks of 64, in groups of 64, 64 and 13 */
     {3, {5, 57343, 3}}, /* M = 286715: 4096 chunks of 70 (the last of 65), 64 groups */
+    {2, {131101, 24}},  /* 3.1M elements: the apply passes' 4-element iterations (cuop_each) */
 };
 
 static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {

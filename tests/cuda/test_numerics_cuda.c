@@ -251,7 +251,7 @@ static void test_all_reductions(void) {
 }
 
 static void test_accumulate(void) {
-    const size_t n = (1u << 20) + 5;
+    const size_t n = (1u << 22) + 5; /* > 4 elements per thread: cuop_each's iterations */
     float *x = malloc(n * sizeof *x), *acc = malloc(n * sizeof *x), *got = malloc(n * sizeof *x);
     REQUIRE_VOID(x && acc && got, "out of memory");
     const float scales[] = {1.0f, 0.5f, 0x1p-7f, 0.3f};

@@ -35,7 +35,9 @@
 #include "mpx/rng.h"
 #include "ops_cuda_util.h"
 
-static const size_t SIZES[] = {1, 7, 1000, 65537};
+/* 3000017: more than 4 elements per thread of the largest grid (launch.cuh: cuop_each runs its
+ * 4-element iterations, then the tail) */
+static const size_t SIZES[] = {1, 7, 1000, 65537, 3000017};
 
 /* ---- ReLU, add ---- */
 static void test_relu_add(void) {
