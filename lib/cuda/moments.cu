@@ -267,6 +267,19 @@ mpx_status finish(void *host, const void *dev, size_t bytes, void *scratch) {
     return freed;
 }
 
+/* A result the host waits for: `to_device` writes it into device scratch, then it is copied
+ * back (the call's one synchronisation). */
+template <class T, class F> mpx_status to_host(T *out, F to_device) {
+    void *scratch = nullptr;
+    MPX_TRY(mpx_cuda_scratch(sizeof(T), &scratch));
+    mpx_status st = to_device((T *)scratch);
+    if (st != MPX_OK) {
+        mpx_cuda_scratch_free(scratch);
+        return st;
+    }
+    return finish(out, scratch, sizeof(T), scratch);
+}
+
 } // namespace
 
 extern "C" mpx_status mpx_moments_to_cuda(const float *x, size_t n, mpx_moments *out) {
@@ -289,14 +302,7 @@ extern "C" mpx_status mpx_moments_to_cuda(const float *x, size_t n, mpx_moments 
 }
 
 extern "C" mpx_status mpx_moments_cuda(const float *x, size_t n, mpx_moments *out) {
-    void *scratch = nullptr;
-    MPX_TRY(mpx_cuda_scratch(sizeof(mpx_moments), &scratch));
-    mpx_status st = mpx_moments_to_cuda(x, n, (mpx_moments *)scratch);
-    if (st != MPX_OK) {
-        mpx_cuda_scratch_free(scratch);
-        return st;
-    }
-    return finish(out, scratch, sizeof *out, scratch);
+    return to_host(out, [&](mpx_moments *d) { return mpx_moments_to_cuda(x, n, d); });
 }
 
 extern "C" mpx_status mpx_sumsq_cuda(const float *x, size_t n, double *out) {
@@ -331,14 +337,7 @@ extern "C" mpx_status mpx_absmax_to_cuda(const float *x, size_t n, float *out) {
 extern "C" mpx_status mpx_absmax_cuda(const float *x, size_t n, float *out) {
     *out = 0.0f;
     if (n == 0) return MPX_OK;
-    void *scratch = nullptr;
-    MPX_TRY(mpx_cuda_scratch(sizeof(float), &scratch));
-    mpx_status st = mpx_absmax_to_cuda(x, n, (float *)scratch);
-    if (st != MPX_OK) {
-        mpx_cuda_scratch_free(scratch);
-        return st;
-    }
-    return finish(out, scratch, sizeof *out, scratch);
+    return to_host(out, [&](float *d) { return mpx_absmax_to_cuda(x, n, d); });
 }
 
 extern "C" mpx_status mpx_merge_check_cuda(const float *absmax, int k, const double *pending,

@@ -52,24 +52,6 @@ const char *const BWD = "multibox backward";
 /* Threads of mb_match's blocks (a power of two: its reduction halves). */
 constexpr int kMatchThreads = 256;
 
-/* The attributes both passes check (the CPU op's messages). */
-mpx_status check_attr(const char *op, const mpx_multibox_attr *a) {
-    if (!a) return mpx_fail(MPX_ERR_INPUT, "%s: attributes are NULL", op);
-    if (!(a->iou_threshold > 0 && a->iou_threshold <= 1))
-        return mpx_fail(MPX_ERR_INPUT, "%s: iou_threshold = %g, expected (0, 1]", op,
-                        a->iou_threshold);
-    if (!(a->var_xy > 0 && a->var_wh > 0 && isfinite(a->var_xy) && isfinite(a->var_wh)))
-        return mpx_fail(MPX_ERR_INPUT, "%s: variances (%g, %g) must be finite and > 0", op,
-                        a->var_xy, a->var_wh);
-    if (a->neg_per_pos < 0 || a->min_neg < 0)
-        return mpx_fail(MPX_ERR_INPUT, "%s: neg_per_pos = %d, min_neg = %d must be >= 0", op,
-                        a->neg_per_pos, a->min_neg);
-    if (!(a->loc_weight >= 0 && isfinite(a->loc_weight)))
-        return mpx_fail(MPX_ERR_INPUT, "%s: loc_weight = %g must be finite and >= 0", op,
-                        a->loc_weight);
-    return MPX_OK;
-}
-
 /* Whether (iou_b, i_b) is a better best prior for a GT than (iou_a, i_a): the larger IoU, ties
  * to the lower prior index; an empty candidate (index -1, no overlap) never is. */
 __device__ __forceinline__ bool better_prior(double iou_b, int32_t i_b, double iou_a,
@@ -293,7 +275,7 @@ extern "C" mpx_status mpx_multibox_forward_cuda(const mpx_multibox_attr *a, cons
                                                 mpx_tensor *workspace, mpx_tensor *loss,
                                                 mpx_tensor *probs, mpx_tensor *target,
                                                 mpx_tensor *loc_target) {
-    MPX_TRY(check_attr(FWD, a));
+    MPX_TRY(mpx_multibox_check_attr(FWD, a));
     MPX_TRY(cuop_expect_float(FWD, "conf", conf, 3));
     if (conf->shape[2] < 2)
         return mpx_fail(
@@ -403,7 +385,7 @@ extern "C" mpx_status mpx_multibox_backward_cuda(const mpx_multibox_attr *a,
                                                  const mpx_tensor *target, const mpx_tensor *loc,
                                                  const mpx_tensor *loc_target, mpx_tensor *dconf,
                                                  mpx_tensor *dloc) {
-    MPX_TRY(check_attr(BWD, a));
+    MPX_TRY(mpx_multibox_check_attr(BWD, a));
     MPX_TRY(cuop_expect_float(BWD, "probs", probs, 3));
     if (probs->shape[2] < 2)
         return mpx_fail(

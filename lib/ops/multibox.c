@@ -100,7 +100,7 @@ static void image_forward(const fwd_args *f, int64_t b, ssd_pair *pairs, ssd_gt_
     }
 }
 
-static mpx_status check_attr(const char *op, const mpx_multibox_attr *a) {
+mpx_status mpx_multibox_check_attr(const char *op, const mpx_multibox_attr *a) {
     if (!a) return mpx_fail(MPX_ERR_INPUT, "%s: attributes are NULL", op);
     if (!(a->iou_threshold > 0 && a->iou_threshold <= 1))
         return mpx_fail(MPX_ERR_INPUT, "%s: iou_threshold = %g, expected (0, 1]", op,
@@ -140,7 +140,7 @@ mpx_status mpx_multibox_forward_cpu(const mpx_multibox_attr *a, const mpx_tensor
                                     const mpx_tensor *gt_boxes, const mpx_tensor *gt_labels,
                                     mpx_tensor *workspace, mpx_tensor *loss, mpx_tensor *probs,
                                     mpx_tensor *target, mpx_tensor *loc_target) {
-    MPX_TRY(check_attr(FWD, a));
+    MPX_TRY(mpx_multibox_check_attr(FWD, a));
     MPX_TRY(check_bpc(FWD, "conf", conf, "loc", loc, target));
     const int64_t nb = conf->shape[0], p = conf->shape[1], c = conf->shape[2];
     MPX_TRY(ops_expect(FWD, "priors", priors, MPX_F32, 2));
@@ -208,7 +208,7 @@ mpx_status mpx_multibox_backward_cpu(const mpx_multibox_attr *a, const mpx_tenso
                                      const mpx_tensor *target, const mpx_tensor *loc,
                                      const mpx_tensor *loc_target, mpx_tensor *dconf,
                                      mpx_tensor *dloc) {
-    MPX_TRY(check_attr(BWD, a));
+    MPX_TRY(mpx_multibox_check_attr(BWD, a));
     MPX_TRY(check_bpc(BWD, "probs", probs, "loc", loc, target));
     MPX_TRY(ops_expect(BWD, "loc_target", loc_target, MPX_F32, 3));
     MPX_TRY(ops_expect_same_shape(BWD, "loc", loc, "loc_target", loc_target));

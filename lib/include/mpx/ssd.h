@@ -108,6 +108,9 @@ typedef struct {
 } mpx_multibox_attr;
 
 mpx_multibox_attr mpx_multibox_defaults(void);
+/* MPX_OK, or MPX_ERR_INPUT with "<op>: <what is wrong>" for attributes out of range (every
+ * backend's MultiBox checks them so). */
+mpx_status mpx_multibox_check_attr(const char *op, const mpx_multibox_attr *a);
 size_t mpx_multibox_workspace_bytes(int64_t batch, int64_t priors, int64_t gt_per_image);
 mpx_status mpx_multibox_forward_cpu(const mpx_multibox_attr *a, const mpx_tensor *conf,
                                     const mpx_tensor *loc, const mpx_tensor *priors,
