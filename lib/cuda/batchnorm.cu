@@ -75,8 +75,20 @@ Vec vec(const mpx_tensor *t) { return Vec{t->data, t->dtype}; }
  * it ran 16K, which kept the H200's memory far from busy). */
 constexpr int kLoadAhead = 32;
 
-__global__ void chunk_sums(Vec a, Vec b, const float *mean, int64_t m, int64_t c, int64_t rows,
-                           int64_t nchunks, double *part) {
+/* The fused ReLU's backward (attr.relu_dy; batchnorm.c's relu_mask): dy where the forward's
+ * FP32 result (x - mean) * scale + beta exceeds t, else +0. */
+struct Mask {
+    const float *scale, *beta; /* NULL scale: no mask */
+    float t;
+};
+__device__ __forceinline__ float masked(Mask mk, float dy, float x, float mean, size_t j) {
+    if (!mk.scale) return dy;
+    const float v = __fadd_rn(__fmul_rn(__fsub_rn(x, mean), mk.scale[j]), mk.beta[j]);
+    return v > mk.t ? dy : 0.0f;
+}
+
+__global__ void chunk_sums(Vec a, Vec b, const float *mean, Mask mk, int64_t m, int64_t c,
+                           int64_t rows, int64_t nchunks, double *part) {
     const int64_t total = nchunks * c;
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
          t += (int64_t)gridDim.x * blockDim.x) {
@@ -87,12 +99,12 @@ __global__ void chunk_sums(Vec a, Vec b, const float *mean, int64_t m, int64_t c
         if (!b.p) {
             const double a0 = (double)ld(a, (size_t)j);
             for (; i + kLoadAhead <= i1; i += kLoadAhead) {
-                float va[kLoadAhead];
+                uint32_t ra[kLoadAhead];
 #pragma unroll
-                for (int u = 0; u < kLoadAhead; u++) va[u] = ld(a, (size_t)((i + u) * c + j));
+                for (int u = 0; u < kLoadAhead; u++) ra[u] = cuop_raw(a.p, a.dt, (size_t)((i + u) * c + j));
 #pragma unroll
                 for (int u = 0; u < kLoadAhead; u++) {
-                    const double d = __dsub_rn((double)va[u], a0);
+                    const double d = __dsub_rn((double)cuop_dec(a.dt, ra[u]), a0);
                     s1 = __dadd_rn(s1, d);
                     s2 = __dadd_rn(s2, __dmul_rn(d, d));
                 }
@@ -104,25 +116,29 @@ __global__ void chunk_sums(Vec a, Vec b, const float *mean, int64_t m, int64_t c
             }
         } else {
             const double mu = (double)mean[j];
+            const float muf = mean[j];
             for (; i + kLoadAhead <= i1; i += kLoadAhead) {
-                float va[kLoadAhead], vb[kLoadAhead];
+                uint32_t ra[kLoadAhead], rb[kLoadAhead];
 #pragma unroll
                 for (int u = 0; u < kLoadAhead; u++) {
                     const size_t e = (size_t)((i + u) * c + j);
-                    va[u] = ld(a, e);
-                    vb[u] = ld(b, e);
+                    ra[u] = cuop_raw(a.p, a.dt, e);
+                    rb[u] = cuop_raw(b.p, b.dt, e);
                 }
 #pragma unroll
                 for (int u = 0; u < kLoadAhead; u++) {
-                    s1 = __dadd_rn(s1, (double)va[u]);
-                    s2 = __dadd_rn(s2, __dmul_rn((double)va[u], __dsub_rn((double)vb[u], mu)));
+                    const float bv = cuop_dec(b.dt, rb[u]);
+                    const double av = (double)masked(mk, cuop_dec(a.dt, ra[u]), bv, muf, j);
+                    s1 = __dadd_rn(s1, av);
+                    s2 = __dadd_rn(s2, __dmul_rn(av, __dsub_rn((double)bv, mu)));
                 }
             }
             for (; i < i1; i++) {
                 const size_t e = (size_t)(i * c + j);
-                const double av = (double)ld(a, e);
+                const float bv = ld(b, e);
+                const double av = (double)masked(mk, ld(a, e), bv, muf, j);
                 s1 = __dadd_rn(s1, av);
-                s2 = __dadd_rn(s2, __dmul_rn(av, __dsub_rn((double)ld(b, e), mu)));
+                s2 = __dadd_rn(s2, __dmul_rn(av, __dsub_rn((double)bv, mu)));
             }
         }
         part[(2 * k) * c + j] = s1;
@@ -222,7 +238,9 @@ __global__ void fwd_stats(const double *part, int64_t nchunks, int64_t m, int64_
     mean[j] = (float)mu;
     cuop_st(sm, sm_dt, (size_t)j, (float)mu);
     cuop_st(si, si_dt, (size_t)j, (float)invstd);
-    scale[j] = (float)__dmul_rn(invstd, (double)ld(gamma, (size_t)j));
+    /* from the saved FP32 invstd (an exact product in double, rounded once), so that the
+     * backward can recompute it (batchnorm.c: relu_dy) */
+    scale[j] = (float)__dmul_rn((double)(float)invstd, (double)ld(gamma, (size_t)j));
     const double rmo = (double)cuop_ld(rm, rm_dt, (size_t)j);
     const double rvo = (double)cuop_ld(rv, rv_dt, (size_t)j);
     cuop_st(rm, rm_dt, (size_t)j, (float)__dadd_rn(__dmul_rn(__dsub_rn(1.0, mom), rmo),
@@ -278,16 +296,27 @@ struct XDy { /* as stored (cuop_raw) */
 };
 
 __global__ void bwd_apply(Vec dy, Vec x, const float *sm, const float *si, const float *kc,
-                          void *dx, mpx_dtype dxdt, int64_t c, size_t n) {
+                          Mask mk, void *dx, mpx_dtype dxdt, int64_t c, size_t n) {
     cuop_each_channel(
         n, (size_t)c,
         [&](size_t i, size_t) { return XDy{cuop_raw(x.p, x.dt, i), cuop_raw(dy.p, dy.dt, i)}; },
         [&](size_t i, size_t j, XDy r) {
-            const float xhat = __fmul_rn(__fsub_rn(cuop_dec(x.dt, r.x), sm[j]), si[j]);
-            const float inner = __fsub_rn(__fsub_rn(cuop_dec(dy.dt, r.dy), kc[c + j]),
-                                          __fmul_rn(xhat, kc[2 * c + j]));
+            const float xv = cuop_dec(x.dt, r.x);
+            const float d = masked(mk, cuop_dec(dy.dt, r.dy), xv, sm[j], j);
+            const float xhat = __fmul_rn(__fsub_rn(xv, sm[j]), si[j]);
+            const float inner =
+                __fsub_rn(__fsub_rn(d, kc[c + j]), __fmul_rn(xhat, kc[2 * c + j]));
             cuop_st(dx, dxdt, i, __fmul_rn(kc[j], inner));
         });
+}
+
+/* The fused ReLU's per-channel vectors: the forward's scale from the saved invstd, beta. */
+__global__ void relu_vectors(Vec gamma, const float *si, Vec beta, float *scale, float *bf,
+                             int64_t c) {
+    const int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (j >= c) return;
+    scale[j] = (float)__dmul_rn((double)si[j], (double)ld(gamma, (size_t)j));
+    bf[j] = ld(beta, (size_t)j);
 }
 
 /* A channel vector decoded to FP32 (kernel), in scratch of at least c floats at dst. */
@@ -341,8 +370,9 @@ extern "C" mpx_status mpx_batchnorm_forward_cuda(const mpx_batchnorm_attr *a, co
     if (a->training) {
         unsigned grid;
         MPX_TRY(mpx_cuda_grid((size_t)(nchunks * c), &grid));
-        chunk_sums<<<grid, kLaunchThreads>>>(vec(x), Vec{nullptr, MPX_F32}, nullptr, m, c, rows,
-                                             nchunks, part);
+        chunk_sums<<<grid, kLaunchThreads>>>(vec(x), Vec{nullptr, MPX_F32}, nullptr,
+                                             Mask{nullptr, nullptr, 0.0f}, m, c, rows, nchunks,
+                                             part);
         CUOP_LAUNCHED(FWD, "chunk sums", x);
         MPX_TRY(launch_group_sums(FWD, x, part, nchunks, c));
         fwd_stats<<<channel_grid(c), 128>>>(
@@ -367,6 +397,7 @@ extern "C" mpx_status mpx_batchnorm_forward_cuda(const mpx_batchnorm_attr *a, co
 extern "C" mpx_status mpx_batchnorm_backward_cuda(const mpx_batchnorm_attr *a,
                                                   const mpx_tensor *dy, const mpx_tensor *x,
                                                   const mpx_tensor *gamma,
+                                                  const mpx_tensor *beta,
                                                   const mpx_tensor *save_mean,
                                                   const mpx_tensor *save_invstd, mpx_tensor *dx,
                                                   mpx_tensor *dgamma, mpx_tensor *dbeta) {
@@ -385,18 +416,39 @@ extern "C" mpx_status mpx_batchnorm_backward_cuda(const mpx_batchnorm_attr *a,
     MPX_TRY(bn_channel_vec(BWD, "save_invstd", save_invstd, c));
     MPX_TRY(bn_channel_vec(BWD, "dgamma", dgamma, c));
     MPX_TRY(bn_channel_vec(BWD, "dbeta", dbeta, c));
+    Mask mk = {nullptr, nullptr, 0.0f};
+    if (a->relu_dy) {
+        /* the forward's mean and scale come from FP32 statistics: saved in another dtype they
+         * would not be the values the forward used */
+        MPX_TRY(bn_channel_vec(BWD, "beta (the fused ReLU's backward)", beta, c));
+        MPX_TRY(cuop_expect(BWD, "save_mean (the fused ReLU's backward)", save_mean, MPX_F32, 1));
+        MPX_TRY(cuop_expect(BWD, "save_invstd (the fused ReLU's backward)", save_invstd, MPX_F32,
+                            1));
+        mk.t = mpx_batchnorm_relu_threshold(a->relu_store);
+        if (mk.t < 0)
+            return mpx_fail(MPX_ERR_UNSUPPORTED,
+                            "%s: the fused ReLU's output stored as %s (expected f32, f16 or bf16)",
+                            BWD, mpx_dtype_name(a->relu_store));
+    }
     int64_t rows, nchunks = chunking(m, &rows);
     Scratch s;
     const size_t part_bytes = (size_t)(2 * nchunks * c) * sizeof(double);
-    MPX_TRY(cuop_scratch(part_bytes + (size_t)(5 * c) * sizeof(float), &s.p));
+    MPX_TRY(cuop_scratch(part_bytes + (size_t)(7 * c) * sizeof(float), &s.p));
     double *part = (double *)s.p;
     float *sm = (float *)((char *)s.p + part_bytes), *si = sm + c, *kc = si + c;
     decode_vec<<<channel_grid(c), 128>>>(vec(save_mean), sm, c);
     decode_vec<<<channel_grid(c), 128>>>(vec(save_invstd), si, c);
     CUOP_LAUNCHED(BWD, "statistics decode", save_mean);
+    if (a->relu_dy) {
+        float *ms = kc + 3 * c, *mb = ms + c;
+        relu_vectors<<<channel_grid(c), 128>>>(vec(gamma), si, vec(beta), ms, mb, c);
+        CUOP_LAUNCHED(BWD, "fused ReLU vectors", beta);
+        mk.scale = ms;
+        mk.beta = mb;
+    }
     unsigned grid = 0;
     MPX_TRY(mpx_cuda_grid((size_t)(nchunks * c), &grid));
-    chunk_sums<<<grid, kLaunchThreads>>>(vec(dy), vec(x), sm, m, c, rows, nchunks, part);
+    chunk_sums<<<grid, kLaunchThreads>>>(vec(dy), vec(x), sm, mk, m, c, rows, nchunks, part);
     CUOP_LAUNCHED(BWD, "chunk sums", dy);
     MPX_TRY(launch_group_sums(BWD, dy, part, nchunks, c));
     bwd_stats<<<channel_grid(c), 128>>>(part, nchunks, m, c, vec(gamma), si, dgamma->data,
@@ -404,7 +456,8 @@ extern "C" mpx_status mpx_batchnorm_backward_cuda(const mpx_batchnorm_attr *a,
     CUOP_LAUNCHED(BWD, "statistics", dgamma);
     const size_t n = (size_t)mpx_tensor_numel(x);
     MPX_TRY(mpx_cuda_grid(n, &grid));
-    bwd_apply<<<grid, kLaunchThreads>>>(vec(dy), vec(x), sm, si, kc, dx->data, dx->dtype, c, n);
+    bwd_apply<<<grid, kLaunchThreads>>>(vec(dy), vec(x), sm, si, kc, mk, dx->data, dx->dtype, c,
+                                        n);
     CUOP_LAUNCHED(BWD, "dx", dx);
     return MPX_OK;
 }

@@ -132,7 +132,24 @@ mpx_status view_param(mpx_graph *g, int param, mpx_tensor *v) {
 
 mpx_status view_out_grad(mpx_graph *g, gnode *n, mpx_tensor *v) {
     gtensor *t = &g->tensors[n->out];
+    if (t->grad_alias >= 0) t = &g->tensors[t->grad_alias]; /* relu_bwd_fused */
     return view_of(g, t->ndim, t->shape, t->grad_dtype, t->grad, t->name, v);
+}
+
+/* Whether ReLU node n's backward runs inside the batch-norm's before it (attr.relu_dy) on this
+ * step: the ReLU is fused into that batch-norm's forward, and its own commit of the batch-norm
+ * output's gradient would only copy the selected values — no statistics step, no quantile to
+ * take, nothing reading gradients back (keep_grads) — and the ReLU's stored output is a
+ * function of the batch-norm's FP32 result that the op can recompute: rounded to nearest (or
+ * F32). Then the batch-norm reads the ReLU output's gradient and masks it itself: one pass
+ * over the activations fewer, the same bits. */
+static int relu_bwd_fused(const mpx_graph *g, const gnode *n) {
+    if (n->op != OP_RELU || n->fused_into < 0 || g->nodes[n->fused_into].op != OP_BATCHNORM)
+        return 0;
+    const mpx_dtype store = g->tensors[n->out].dtype;
+    return !g->bw->stats && !g->quantile_due && !g->keep_grads &&
+           (g->prec.rounding == MPX_ROUND_RNE || store == MPX_F32) &&
+           mpx_batchnorm_relu_threshold(store) >= 0;
 }
 
 static int consumer_slot(const gtensor *t, const gnode *g_nodes, const gnode *n, int slot) {
@@ -584,6 +601,14 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
         if (!out->grad_ready) return MPX_OK; /* no gradient reaches this node */
         n->s_prev = out->grad_scale;
     }
+    if (relu_bwd_fused(g, n)) {
+        /* the batch-norm before it reads this gradient and applies the ReLU's backward */
+        gtensor *in = &g->tensors[n->in[0]];
+        in->grad_alias = n->out;
+        in->grad_scale = out->grad_scale;
+        in->grad_ready = 1;
+        return MPX_OK;
+    }
     n->layer_scale = 1.0;
 
     mpx_tensor dy, w0;
@@ -654,6 +679,7 @@ static mpx_status backward_pass(mpx_graph *g, const mpx_backward_opts *o) {
     for (int i = 0; i < g->n_tensors; i++) {
         g->tensors[i].grad_ready = 0;
         g->tensors[i].branch_ready = 0;
+        g->tensors[i].grad_alias = -1;
     }
     if (o->stats) {
         memset(o->stats, 0, (size_t)g->n_layers * sizeof *o->stats);

@@ -61,6 +61,8 @@ typedef struct {
                               * applies it inside its accumulation instead of a separate pass */
     double grad_scale;       /* S carried by the gradient in `grad` */
     int grad_ready;          /* this backward pass wrote `grad` */
+    int grad_alias;          /* >= 0: this pass, the gradient is that tensor's (a fused ReLU's
+                              * output), masked by the consumer's op (relu_bwd_fused) */
     uint32_t branch_ready;   /* bit c: consumer c wrote branch[c] */
     int observer[4];         /* observed layers whose act stats describe this gradient */
     int shadow_counted;      /* its observers are counted from the FP32 shadow (see below) */

@@ -16,6 +16,7 @@
  * one thread at a time), so steady-state training allocates nothing here.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,11 +93,41 @@ static double *partials(int64_t n) {
     return buf;
 }
 
+/* The fused ReLU's backward (attr.relu_dy): the forward's FP32 result v = (x - mean) * scale +
+ * beta, recomputed with the same operations, against the threshold `t` above which the ReLU's
+ * stored output is positive. */
+typedef struct {
+    const float *scale, *beta;
+    float t;
+} relu_mask;
+
+/* dy where the fused ReLU's output is positive, else +0 (relu.c's select), as a bit mask so
+ * that the loops summing it vectorise (GCC does not if-convert the select there). */
+static inline float masked(float dy, float x, float mean, float scale, float beta, float t) {
+    union {
+        float f;
+        uint32_t u;
+    } d = {dy};
+    d.u &= -(uint32_t)((x - mean) * scale + beta > t);
+    return d.f;
+}
+
+float mpx_batchnorm_relu_threshold(mpx_dtype store) {
+    switch (store) {
+    case MPX_F32:
+    case MPX_TF32: return 0.0f;
+    case MPX_F16: return 0x1p-25f;
+    case MPX_BF16: return 0x1p-134f;
+    default: return -1.0f;
+    }
+}
+
 /* Per chunk k of `rows` rows, in double, into part[2k][C] and part[2k+1][C]:
  *   forward  (b == NULL): sum (a - a[0]) and sum (a - a[0])^2 — shifted moments of x;
- *   backward (b != NULL): sum a and sum a * (b - mean) — of dy and dy times centred x. */
-static void chunk_sums(const float *a, const float *b, const float *mean, int64_t m, int64_t c,
-                       int64_t rows, int64_t nchunks, double *part) {
+ *   backward (b != NULL): sum a and sum a * (b - mean) — of dy and dy times centred x, with dy
+ *   masked first when mk is given. */
+static void chunk_sums(const float *a, const float *b, const float *mean, const relu_mask *mk,
+                       int64_t m, int64_t c, int64_t rows, int64_t nchunks, double *part) {
 #pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN && nchunks > 1)
     for (int64_t k = 0; k < nchunks; k++) {
         double *s1 = part + (2 * k) * c, *s2 = part + (2 * k + 1) * c;
@@ -111,11 +142,18 @@ static void chunk_sums(const float *a, const float *b, const float *mean, int64_
                     s1[j] += d;
                     s2[j] += d * d;
                 }
-            } else {
+            } else if (!mk) {
                 const float *rb = b + i * c;
                 for (int64_t j = 0; j < c; j++) {
                     s1[j] += ra[j];
                     s2[j] += (double)ra[j] * ((double)rb[j] - (double)mean[j]);
+                }
+            } else {
+                const float *rb = b + i * c, *ms = mk->scale, *mb = mk->beta, t = mk->t;
+                for (int64_t j = 0; j < c; j++) {
+                    const float d = masked(ra[j], rb[j], mean[j], ms[j], mb[j], t);
+                    s1[j] += d;
+                    s2[j] += (double)d * ((double)rb[j] - (double)mean[j]);
                 }
             }
         }
@@ -160,7 +198,7 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
     scale = mv + c;
     if (a->training) {
         float *sm = save_mean->data, *si = save_invstd->data;
-        chunk_sums(xd, NULL, NULL, m, c, rows, nchunks, part);
+        chunk_sums(xd, NULL, NULL, NULL, m, c, rows, nchunks, part);
         add_partials(part, nchunks, c, tot, tot + c);
         const double mom = a->momentum;
         for (int64_t j = 0; j < c; j++) {
@@ -170,7 +208,7 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
             double mu = xd[j] + dm, invstd = 1.0 / sqrt(var + a->eps);
             mean[j] = sm[j] = (float)mu;
             si[j] = (float)invstd;
-            scale[j] = (float)(invstd * g[j]);
+            scale[j] = (float)((double)si[j] * g[j]); /* from the saved invstd: see relu_dy */
             rm[j] = (float)((1.0 - mom) * rm[j] + mom * mu);
             rv[j] = (float)((1.0 - mom) * rv[j] + mom * var * (double)m / (double)(m - 1));
         }
@@ -199,11 +237,14 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
 
 /* With xhat = (x - mean) * invstd and y = gamma * xhat + beta:
  *   dbeta = sum_rows dy,  dgamma = sum_rows dy * xhat,
- *   dx = gamma * invstd * (dy - dbeta / M - xhat * dgamma / M). */
+ *   dx = gamma * invstd * (dy - dbeta / M - xhat * dgamma / M),
+ * dy masked by the fused ReLU first with relu_dy (both passes recompute the mask: no pass of
+ * its own, no masked copy). */
 mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_tensor *dy,
                                       const mpx_tensor *x, const mpx_tensor *gamma,
-                                      const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
-                                      mpx_tensor *dx, mpx_tensor *dgamma, mpx_tensor *dbeta) {
+                                      const mpx_tensor *beta, const mpx_tensor *save_mean,
+                                      const mpx_tensor *save_invstd, mpx_tensor *dx,
+                                      mpx_tensor *dgamma, mpx_tensor *dbeta) {
     if (!a) return mpx_fail(MPX_ERR_INPUT, "%s: attr is NULL", BWD);
     if (!a->training)
         return mpx_fail(MPX_ERR_UNSUPPORTED,
@@ -219,13 +260,27 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
     MPX_TRY(bn_channel_vec(BWD, "save_invstd", save_invstd, c));
     MPX_TRY(bn_channel_vec(BWD, "dgamma", dgamma, c));
     MPX_TRY(bn_channel_vec(BWD, "dbeta", dbeta, c));
+    relu_mask mask = {NULL, NULL, 0.0f};
+    if (a->relu_dy) {
+        MPX_TRY(bn_channel_vec(BWD, "beta (the fused ReLU's backward)", beta, c));
+        mask.t = mpx_batchnorm_relu_threshold(a->relu_store);
+        if (mask.t < 0)
+            return mpx_fail(MPX_ERR_UNSUPPORTED,
+                            "%s: the fused ReLU's output stored as %s (expected f32, f16 or bf16)",
+                            BWD, mpx_dtype_name(a->relu_store));
+        mask.beta = beta->data;
+    }
     const float *dyd = dy->data, *xd = x->data, *g = gamma->data;
     const float *sm = save_mean->data, *si = save_invstd->data;
     float *dxd = dx->data, *dg = dgamma->data, *db = dbeta->data;
     int64_t rows, nchunks = chunking(m, &rows);
-    double *part = partials(2 * nchunks * c + 2 * c + 2 * c);
+    double *part = partials(2 * nchunks * c + 2 * c + 2 * c + c);
     if (!part) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for partial sums", BWD);
-    chunk_sums(dyd, xd, sm, m, c, rows, nchunks, part);
+    /* the forward's scale (batchnorm forward), C floats after the totals and coefficients */
+    float *scale = (float *)(part + 2 * nchunks * c + 4 * c);
+    for (int64_t j = 0; j < c; j++) scale[j] = (float)((double)si[j] * g[j]);
+    mask.scale = scale;
+    chunk_sums(dyd, xd, sm, a->relu_dy ? &mask : NULL, m, c, rows, nchunks, part);
     double *tot = part + 2 * nchunks * c; /* two totals per channel */
     add_partials(part, nchunks, c, tot, tot + c);
     float *k = (float *)(tot + 2 * c), *mdb = k + c, *mdg = mdb + c; /* 3C floats in 2C doubles */
@@ -243,10 +298,17 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
     for (int64_t i = 0; i < m; i++) {
         const float *drow = dyd + i * c, *xrow = xd + i * c;
         float *out = dxd + i * c;
-        for (int64_t j = 0; j < c; j++) {
-            float xhat = (xrow[j] - sm[j]) * si[j];
-            out[j] = k[j] * (drow[j] - mdb[j] - xhat * mdg[j]);
-        }
+        if (a->relu_dy)
+            for (int64_t j = 0; j < c; j++) {
+                const float d = masked(drow[j], xrow[j], sm[j], scale[j], mask.beta[j], mask.t);
+                float xhat = (xrow[j] - sm[j]) * si[j];
+                out[j] = k[j] * (d - mdb[j] - xhat * mdg[j]);
+            }
+        else
+            for (int64_t j = 0; j < c; j++) {
+                float xhat = (xrow[j] - sm[j]) * si[j];
+                out[j] = k[j] * (drow[j] - mdb[j] - xhat * mdg[j]);
+            }
     }
     return MPX_OK;
 }

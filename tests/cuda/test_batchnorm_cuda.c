@@ -79,7 +79,7 @@ static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
     mpx_tensor grm = dev_tensor(cf->stats, 1, cs, rm), grv = dev_tensor(cf->stats, 1, cs, rv);
     mpx_tensor gsm = dev_tensor(MPX_F32, 1, cs, NULL), gsi = dev_tensor(MPX_F32, 1, cs, NULL);
     mpx_tensor gdg = dev_tensor(cf->grad, 1, cs, NULL), gdb = dev_tensor(cf->grad, 1, cs, NULL);
-    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0}, ev = {1e-3f, 0.1f, 0, 0};
+    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0, 0, MPX_F32}, ev = {1e-3f, 0.1f, 0, 0, 0, MPX_F32};
 
     /* training forward */
     CHECK_OK(mpx_batchnorm_forward_cpu(&tr, &hx, &hg, &hb, &hrm, &hrv, &hsm, &hsi, &hy));
@@ -104,8 +104,8 @@ static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
     }
 
     /* backward from the saved statistics (the CPU's and the GPU's are identical above) */
-    CHECK_OK(mpx_batchnorm_backward_cpu(&tr, &hdy, &hx, &hg, &hsm, &hsi, &hdx, &hdg, &hdb));
-    CHECK_OK(mpx_batchnorm_backward_cuda(&tr, &gdy, &gx, &gg, &gsm, &gsi, &gdx, &gdg, &gdb));
+    CHECK_OK(mpx_batchnorm_backward_cpu(&tr, &hdy, &hx, &hg, NULL, &hsm, &hsi, &hdx, &hdg, &hdb));
+    CHECK_OK(mpx_batchnorm_backward_cuda(&tr, &gdy, &gx, &gg, NULL, &gsm, &gsi, &gdx, &gdg, &gdb));
     {
         float *got = dev_read(&gdx);
         snprintf(what, sizeof what, "batchnorm backward dx %s x%s", cf->name, shp);
@@ -119,6 +119,32 @@ static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
         snprintf(what, sizeof what, "batchnorm backward dbeta %s x%s", cf->name, shp);
         check_exact(what, cf->grad, got, db, nc);
         free(got);
+    }
+
+    /* backward with the fused ReLU's backward inside (relu_dy, the ReLU output stored as the
+     * activations are): the CPU op's bits */
+    {
+        mpx_batchnorm_attr fr = tr;
+        fr.relu = 1, fr.relu_dy = 1, fr.relu_store = cf->act;
+        CHECK_OK(mpx_batchnorm_backward_cpu(&fr, &hdy, &hx, &hg, &hb, &hsm, &hsi, &hdx, &hdg,
+                                            &hdb));
+        CHECK_OK(mpx_batchnorm_backward_cuda(&fr, &gdy, &gx, &gg, &gb, &gsm, &gsi, &gdx, &gdg,
+                                             &gdb));
+        const struct {
+            const char *name;
+            mpx_tensor *t;
+            mpx_dtype dt;
+            const float *ref;
+            size_t n;
+        } gr[] = {{"dx", &gdx, cf->act, dx, n}, {"dgamma", &gdg, cf->grad, dg, nc},
+                  {"dbeta", &gdb, cf->grad, db, nc}};
+        for (size_t i = 0; i < sizeof gr / sizeof gr[0]; i++) {
+            float *got = dev_read(gr[i].t);
+            snprintf(what, sizeof what, "batchnorm backward (relu_dy) %s %s x%s", gr[i].name,
+                     cf->name, shp);
+            check_exact(what, gr[i].dt, got, gr[i].ref, gr[i].n);
+            free(got);
+        }
     }
 
     /* inference forward from the (updated, identical) running statistics; the CPU op reads
@@ -168,11 +194,11 @@ static void test_errors(void) {
     mpx_tensor v[6];
     for (int i = 0; i < 6; i++)
         v[i] = dev_tensor(MPX_F32, 1, cs, NULL);
-    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0}, ev = {1e-5f, 0.1f, 0, 0};
+    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0, 0, MPX_F32}, ev = {1e-5f, 0.1f, 0, 0, 0, MPX_F32};
     CHECK(mpx_batchnorm_forward_cuda(&tr, &x, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &y) ==
               MPX_ERR_INPUT,
           "batchnorm forward: training with one row accepted");
-    CHECK(mpx_batchnorm_backward_cuda(&ev, &y, &x, &v[0], &v[1], &v[2], &y, &v[3], &v[4]) ==
+    CHECK(mpx_batchnorm_backward_cuda(&ev, &y, &x, &v[0], NULL, &v[1], &v[2], &y, &v[3], &v[4]) ==
               MPX_ERR_UNSUPPORTED,
           "batchnorm backward: inference mode accepted");
     dev_free(&x);

@@ -117,9 +117,10 @@ static mpx_status bn_f(const mpx_batchnorm_attr *a, ct *x, ct *g, ct *b, mt *y, 
                        mt *sm, mt *si) {
     CALL(batchnorm_forward, a, IN(x), IN(g), IN(b), OUT(y), OUT(rm), OUT(rv), OUT(sm), OUT(si));
 }
-static mpx_status bn_b(const mpx_batchnorm_attr *a, ct *dy, ct *x, ct *g, ct *sm, ct *si, mt *dx,
-                       mt *dg, mt *db) {
-    CALL(batchnorm_backward, a, IN(dy), IN(x), IN(g), IN(sm), IN(si), GRAD(dx), GRAD(dg), GRAD(db));
+static mpx_status bn_b(const mpx_batchnorm_attr *a, ct *dy, ct *x, ct *g, ct *b, ct *sm, ct *si,
+                       mt *dx, mt *dg, mt *db) {
+    CALL(batchnorm_backward, a, IN(dy), IN(x), IN(g), IN(b), IN(sm), IN(si), GRAD(dx), GRAD(dg),
+         GRAD(db));
 }
 static mpx_status relu_f(ct *x, mt *y) { CALL(relu_forward, IN(x), OUT(y)); }
 static mpx_status relu_b(ct *dy, ct *y, mt *dx) { CALL(relu_backward, IN(dy), IN(y), GRAD(dx)); }

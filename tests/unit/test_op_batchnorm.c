@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpx/numerics.h"
 #include "mpx/ops.h"
 #include "mpx/runtime.h"
 #include "testutil.h"
@@ -106,7 +107,7 @@ static void check_shape(int ndim, const int64_t *shape, int64_t every, uint64_t 
     ty.data = yf, tr.data = rf, tdx.data = dxf;
     mpx_tensor tg = vec(gf, c), tb = vec(bf, c), trm = vec(rm, c), trv = vec(rv, c);
     mpx_tensor tsm = vec(sm, c), tsi = vec(si, c), tdg = vec(dg, c), tdb = vec(db, c);
-    mpx_batchnorm_attr at = {eps, mom, 1, 0};
+    mpx_batchnorm_attr at = {eps, mom, 1, 0, 0, MPX_F32};
 
     double *x = dalloc(n), *g = dalloc(c), *b = dalloc(c), *r = dalloc(n), *y = dalloc(n);
     double *mean = dalloc(c), *var = dalloc(c);
@@ -148,7 +149,7 @@ static void check_shape(int ndim, const int64_t *shape, int64_t every, uint64_t 
     fd_grad(&f, b, c, 1, gb);
     for (int64_t i = 0; i < n; i++) dxf[i] = NAN;
     for (int64_t j = 0; j < c; j++) dg[j] = db[j] = NAN;
-    CHECK_OK(mpx_batchnorm_backward_cpu(&at, &tr, &tx, &tg, &tsm, &tsi, &tdx, &tdg, &tdb));
+    CHECK_OK(mpx_batchnorm_backward_cpu(&at, &tr, &tx, &tg, NULL, &tsm, &tsi, &tdx, &tdg, &tdb));
     double wdx = 0, wdg = 0, wdb = 0;
     for (int64_t j = 0; j < c; j++) {
         double inv = si[j], k = g[j] * inv, sabs = 0;
@@ -182,7 +183,7 @@ static void check_shape(int ndim, const int64_t *shape, int64_t every, uint64_t 
     memcpy(rm, rm0, c * sizeof(float));
     memcpy(rv, rv0, c * sizeof(float));
     CHECK_OK(mpx_batchnorm_forward_cpu(&at, &tx, &tg, &tb, &trm, &trv, &tsm, &tsi, &ty1));
-    CHECK_OK(mpx_batchnorm_backward_cpu(&at, &tr, &tx, &tg, &tsm, &tsi, &tdx1, &tdg1, &tdb));
+    CHECK_OK(mpx_batchnorm_backward_cpu(&at, &tr, &tx, &tg, NULL, &tsm, &tsi, &tdx1, &tdg1, &tdb));
     mpx_threads_set(2);
     CHECK(!memcmp(y1, yf, n * sizeof(float)) && !memcmp(dx1, dxf, n * sizeof(float)) &&
               !memcmp(dg1, dg, c * sizeof(float)),
@@ -190,7 +191,7 @@ static void check_shape(int ndim, const int64_t *shape, int64_t every, uint64_t 
 
     /* The fused ReLU (training and eval): relu.c's select on the unfused result, bit for bit. */
     for (int training = 1; training >= 0; training--) {
-        mpx_batchnorm_attr fr = {eps, mom, training, 0};
+        mpx_batchnorm_attr fr = {eps, mom, training, 0, 0, MPX_F32};
         memcpy(rm, rm0, c * sizeof(float));
         memcpy(rv, rv0, c * sizeof(float));
         CHECK_OK(mpx_batchnorm_forward_cpu(&fr, &tx, &tg, &tb, &trm, &trv, &tsm, &tsi, &ty));
@@ -213,7 +214,7 @@ static void check_shape(int ndim, const int64_t *shape, int64_t every, uint64_t 
     memcpy(rv, rv0, c * sizeof(float));
 
     /* Eval forward: running statistics, save_* untouched (NULL). */
-    mpx_batchnorm_attr ev = {eps, mom, 0, 0};
+    mpx_batchnorm_attr ev = {eps, mom, 0, 0, 0, MPX_F32};
     for (int64_t i = 0; i < n; i++) yf[i] = NAN;
     CHECK_OK(mpx_batchnorm_forward_cpu(&ev, &tx, &tg, &tb, &trm, &trv, NULL, NULL, &ty));
     worst = 0;
@@ -245,13 +246,13 @@ static void check_errors(void) {
     y.data = yb;
     mpx_tensor g = vec(v[0], 4), b = vec(v[1], 4), rm = vec(v[2], 4), rv = vec(v[3], 4);
     mpx_tensor sm = vec(v[4], 4), si = vec(v[5], 4);
-    mpx_batchnorm_attr at = {1e-5f, 0.1f, 1, 0};
+    mpx_batchnorm_attr at = {1e-5f, 0.1f, 1, 0, 0, MPX_F32};
     CHECK_OK(mpx_batchnorm_forward_cpu(&at, &x, &g, &b, &rm, &rv, &sm, &si, &y));
     mpx_tensor t = g;
     t.shape[0] = 3;
     expect_error(mpx_batchnorm_forward_cpu(&at, &x, &t, &b, &rm, &rv, &sm, &si, &y), MPX_ERR_INPUT,
                  "gamma has shape [3]", "short gamma");
-    expect_error(mpx_batchnorm_backward_cpu(&at, &y, &x, &g, &sm, &si, &x, &t, &b), MPX_ERR_INPUT,
+    expect_error(mpx_batchnorm_backward_cpu(&at, &y, &x, &g, NULL, &sm, &si, &x, &t, &b), MPX_ERR_INPUT,
                  "dgamma has shape [3]", "short dgamma");
     t = x;
     t.dtype = MPX_BF16;
@@ -267,11 +268,11 @@ static void check_errors(void) {
     t.shape[0] = 1;
     expect_error(mpx_batchnorm_forward_cpu(&at, &t, &g, &b, &rm, &rv, &sm, &si, &t), MPX_ERR_INPUT,
                  "more than one value", "training on one row");
-    mpx_batchnorm_attr bad = {-1, 0.1f, 1, 0};
+    mpx_batchnorm_attr bad = {-1, 0.1f, 1, 0, 0, MPX_F32};
     expect_error(mpx_batchnorm_forward_cpu(&bad, &x, &g, &b, &rm, &rv, &sm, &si, &y), MPX_ERR_INPUT,
                  "eps", "negative eps");
-    mpx_batchnorm_attr ev = {1e-5f, 0.1f, 0, 0};
-    expect_error(mpx_batchnorm_backward_cpu(&ev, &y, &x, &g, &sm, &si, &x, &g, &b),
+    mpx_batchnorm_attr ev = {1e-5f, 0.1f, 0, 0, 0, MPX_F32};
+    expect_error(mpx_batchnorm_backward_cpu(&ev, &y, &x, &g, NULL, &sm, &si, &x, &g, &b),
                  MPX_ERR_UNSUPPORTED, "training", "eval-mode backward");
     t = x;
     t.ndim = 1, t.shape[0] = 24;
@@ -279,8 +280,74 @@ static void check_errors(void) {
                  "x has 1 dim", "1-d x");
 }
 
+/* relu_dy: batch-norm backward with the fused ReLU's backward inside equals, bit for bit, the
+ * ReLU's backward on the stored ReLU output (the fused forward's FP32 result rounded to nearest
+ * into `store`) followed by the plain backward. gamma = `gscale` puts the FP32 results around the
+ * threshold of the store (2^-25 for F16, 2^-134 for BF16; 0 for F32), so that results which
+ * round to 0 only in storage occur; dy has NaN and -0 in it. */
+static void check_relu_dy(mpx_dtype store, float gscale, uint64_t seed) {
+    enum { M = 300, C = 7 };
+    const int64_t shape[2] = {M, C};
+    const size_t n = (size_t)M * C;
+    float *xf = falloc(n), *dyf = falloc(n), *yf = falloc(n), *dyb = falloc(n);
+    float *dx1 = falloc(n), *dx2 = falloc(n), gf[C], bf[C], rm[C], rv[C], sm[C], si[C];
+    float dg1[C], db1[C], dg2[C], db2[C];
+    mpx_test_normal(xf, n, 0.5f, 2.0f, seed);
+    mpx_test_normal(dyf, n, 0, 1, seed + 1);
+    dyf[5] = NAN, dyf[9] = -0.0f;
+    for (int j = 0; j < C; j++) {
+        gf[j] = gscale * (float)(j + 1);
+        bf[j] = gscale * (float)(j % 3) * 0.25f;
+        rm[j] = 0, rv[j] = 1;
+    }
+    mpx_tensor tx = {MPX_F32, MPX_DEV_CPU, 2, {M, C}, xf}, ty = tx, tdy = tx, tdyb = tx;
+    mpx_tensor tdx1 = tx, tdx2 = tx;
+    memcpy(tx.shape, shape, sizeof shape);
+    ty.data = yf, tdy.data = dyf, tdyb.data = dyb, tdx1.data = dx1, tdx2.data = dx2;
+    mpx_tensor tg = vec(gf, C), tb = vec(bf, C), trm = vec(rm, C), trv = vec(rv, C);
+    mpx_tensor tsm = vec(sm, C), tsi = vec(si, C);
+    mpx_tensor tdg1 = vec(dg1, C), tdb1 = vec(db1, C), tdg2 = vec(dg2, C), tdb2 = vec(db2, C);
+    mpx_batchnorm_attr fwd = {1e-5f, 0.1f, 1, 1, 0, MPX_F32};
+    CHECK_OK(mpx_batchnorm_forward_cpu(&fwd, &tx, &tg, &tb, &trm, &trv, &tsm, &tsi, &ty));
+    /* the ReLU's backward on its stored output, then the plain backward */
+    int off = 0, tiny = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float stored = mpx_round_to(store, yf[i]);
+        dyb[i] = stored > 0.0f ? dyf[i] : 0.0f;
+        off += !(stored > 0.0f);
+        tiny += yf[i] > 0.0f && !(stored > 0.0f);
+    }
+    fwd.relu = 0;
+    CHECK_OK(mpx_batchnorm_backward_cpu(&fwd, &tdyb, &tx, &tg, NULL, &tsm, &tsi, &tdx1, &tdg1,
+                                        &tdb1));
+    mpx_batchnorm_attr fused = fwd;
+    fused.relu = 1, fused.relu_dy = 1, fused.relu_store = store;
+    CHECK_OK(mpx_batchnorm_backward_cpu(&fused, &tdy, &tx, &tg, &tb, &tsm, &tsi, &tdx2, &tdg2,
+                                        &tdb2));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += memcmp(&dx1[i], &dx2[i], sizeof(float)) != 0;
+    for (int j = 0; j < C; j++)
+        bad += memcmp(&dg1[j], &dg2[j], sizeof(float)) != 0 || memcmp(&db1[j], &db2[j], 4) != 0;
+    printf("relu_dy %s: %d of %zu masked, %d of them positive in FP32\n", mpx_dtype_name(store),
+           off, n, tiny);
+    CHECK(bad == 0, "relu_dy %s: %zu values differ from relu backward + batch-norm backward",
+          mpx_dtype_name(store), bad);
+    CHECK(off > 0 && off < (int)n, "relu_dy %s: %d of %zu masked (both kinds wanted)",
+          mpx_dtype_name(store), off, n);
+    CHECK(store == MPX_F32 || tiny > 0, "relu_dy %s: no result rounds to 0 only in storage",
+          mpx_dtype_name(store));
+    fused.relu_store = MPX_F8_E4M3;
+    CHECK(mpx_batchnorm_backward_cpu(&fused, &tdy, &tx, &tg, &tb, &tsm, &tsi, &tdx2, &tdg2,
+                                     &tdb2) == MPX_ERR_UNSUPPORTED,
+          "relu_dy with an FP8 store accepted");
+    free(xf), free(dyf), free(yf), free(dyb), free(dx1), free(dx2);
+}
+
 int main(void) {
     mpx_threads_set(2);
+    check_relu_dy(MPX_F32, 1.0f, 80);
+    check_relu_dy(MPX_F16, 0x1p-24f, 81);
+    check_relu_dy(MPX_BF16, 0x1p-133f, 82);
     static const int64_t s1[] = {6, 5}, s2[] = {2, 3, 3, 20}, s3[] = {3, 2, 2, 33},
                          s4[] = {2, 4, 4, 16}, s5[] = {7, 3};
     check_shape(2, s1, 1, 10);

@@ -153,6 +153,7 @@ typedef struct mpx_backend {
                                     const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
                                     mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *);
     mpx_status (*batchnorm_backward)(const mpx_batchnorm_attr *, const mpx_tensor *,
+                                     const mpx_tensor *,
                                      const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
                                      const mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *);
     mpx_status (*relu_forward)(const mpx_tensor *, mpx_tensor *);

@@ -219,8 +219,9 @@ mpx_status mpx_batchnorm_forward_cuda(const mpx_batchnorm_attr *a, const mpx_ten
                                       mpx_tensor *y);
 mpx_status mpx_batchnorm_backward_cuda(const mpx_batchnorm_attr *a, const mpx_tensor *dy,
                                        const mpx_tensor *x, const mpx_tensor *gamma,
-                                       const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
-                                       mpx_tensor *dx, mpx_tensor *dgamma, mpx_tensor *dbeta);
+                                       const mpx_tensor *beta, const mpx_tensor *save_mean,
+                                       const mpx_tensor *save_invstd, mpx_tensor *dx,
+                                       mpx_tensor *dgamma, mpx_tensor *dbeta);
 /* The MultiBox loss (multibox.cu), on the device without a wait. The forward matches, mines and
  * sums with the CPU op's arithmetic (lib/ops/ssd_box.h, no FMA contraction) in the CPU's order,
  * in the same workspace layout: the same target, and probs / loc_target / loss within one ulp

@@ -73,23 +73,36 @@ mpx_status mpx_conv2d_describe(mpx_conv2d_pass pass, const mpx_conv2d_attr *a, c
  * running = (1 - momentum) * running + momentum * batch (running_var uses unbiased var).
  * Eval (training = 0): running statistics, save_* untouched (may be NULL).
  * running_mean / running_var are always required; training needs M >= 2 rows.
- * relu = 1 writes max(y, 0) instead (ReLU fused into the forward; the backward is unchanged,
- * as it reads x, not y). ---- */
+ * relu = 1 writes max(y, 0) instead (ReLU fused into the forward).
+ * The forward's FP32 result is y = (x - mean) * scale + beta with scale = (float)(gamma *
+ * (double)invstd) from the saved FP32 invstd (training), so the backward can recompute it.
+ * relu_dy = 1 (backward): dy is the gradient at the fused ReLU's output, whose backward the op
+ * applies itself: dy counts where that output, as stored in `relu_store` (F32, F16 or BF16,
+ * rounded to nearest even from max(y, 0)), is positive, i.e. where y > 0, 2^-25 or 2^-134 (half
+ * the format's smallest subnormal); else 0 — the bits of relu backward then batch-norm backward.
+ * It needs beta. ---- */
 typedef struct {
     float eps, momentum;
     int training;
     int relu;
+    int relu_dy;
+    mpx_dtype relu_store;
 } mpx_batchnorm_attr;
 mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tensor *x,
                                      const mpx_tensor *gamma, const mpx_tensor *beta,
                                      mpx_tensor *running_mean, mpx_tensor *running_var,
                                      mpx_tensor *save_mean, mpx_tensor *save_invstd,
                                      mpx_tensor *y);
-/* Training-mode backward: dx, dgamma [C], dbeta [C] (training = 0: MPX_ERR_UNSUPPORTED). */
+/* Training-mode backward: dx, dgamma [C], dbeta [C] (training = 0: MPX_ERR_UNSUPPORTED).
+ * beta is read only with relu_dy (may be NULL otherwise). */
 mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_tensor *dy,
                                       const mpx_tensor *x, const mpx_tensor *gamma,
-                                      const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
-                                      mpx_tensor *dx, mpx_tensor *dgamma, mpx_tensor *dbeta);
+                                      const mpx_tensor *beta, const mpx_tensor *save_mean,
+                                      const mpx_tensor *save_invstd, mpx_tensor *dx,
+                                      mpx_tensor *dgamma, mpx_tensor *dbeta);
+/* The relu_dy threshold for a ReLU output stored as `store`: 0 (F32, TF32), 2^-25 (F16),
+ * 2^-134 (BF16); -1 for a format the fused backward does not take. */
+float mpx_batchnorm_relu_threshold(mpx_dtype store);
 
 /* ---- ReLU: y = max(x, 0); backward from y: dx = dy * (y > 0). ---- */
 mpx_status mpx_relu_forward_cpu(const mpx_tensor *x, mpx_tensor *y);
