@@ -87,7 +87,15 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
         int last_consumer = 0;
         for (int c = 0; c < t->n_consumers; c++)
             if (t->consumers[c] > last_consumer) last_consumer = t->consumers[c];
-        int first = nn - 1 - last_consumer, last = nn - 1 - t->producer;
+        /* A ReLU fused into the batch-norm before it may leave its backward to that batch-norm's
+         * (graph_exec.c: relu_bwd_fused), which then reads this gradient while it writes its own
+         * input's: the block lives through the batch-norm's backward too, so the two never
+         * share memory. */
+        int reader = t->producer;
+        const gnode *pr = &g->nodes[reader];
+        if (pr->op == OP_RELU && pr->fused_into >= 0 && g->nodes[pr->fused_into].op == OP_BATCHNORM)
+            reader = pr->fused_into;
+        int first = nn - 1 - last_consumer, last = nn - 1 - reader;
         size_t bytes = (size_t)t->numel * mpx_dtype_size(t->grad_dtype);
         /* A fan-out gradient is only materialised at its producer's backward (the merge). */
         gb[i] = (mpx_arena_block){bytes, t->n_consumers > 1 ? last : first, last, 0};
@@ -224,6 +232,28 @@ static void plan_shared_grads(mpx_graph *g) {
     }
 }
 
+/* A batch-norm with the ReLU after it fused may run that ReLU's backward too (graph_exec.c:
+ * relu_bwd_fused): it reads the ReLU output's gradient as dy while it writes its input's
+ * gradient. Its input's gradient (a convolution output's, the same shape) then takes the ReLU
+ * output's gradient storage: the op reads each element of dy before it writes that element of
+ * dx (its sums first, then one element-wise pass), so in place is safe, and the two blocks,
+ * which the plan would otherwise place side by side in time, become one. Not when the input
+ * has other readers, another gradient format, or a share of its own, nor when gradients are
+ * kept for reading (mpx_graph_keep_grads: the two hold different values). */
+static void plan_bn_inplace_grads(mpx_graph *g) {
+    if (g->keep_grads) return;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const gnode *n = &g->nodes[i];
+        if (n->op != OP_BATCHNORM || n->fused_relu < 0) continue;
+        gtensor *in = &g->tensors[n->in[0]];
+        const gtensor *y = &g->tensors[g->nodes[n->fused_relu].out];
+        if (!in->requires_grad || in->n_consumers != 1 || in->grad_root != n->in[0] ||
+            in->grad_dtype != y->grad_dtype)
+            continue;
+        in->grad_root = y->grad_root;
+    }
+}
+
 /* Fuse each ReLU into the batch-norm or add that makes its only input, when that node's output
  * has no other reader: forward, the producer writes max(y, 0) into the ReLU's output and y is
  * never stored (nor given memory). Nothing else changes: batch-norm's backward reads its input
@@ -256,6 +286,7 @@ static void plan_fusion(mpx_graph *g) {
         g->n_fused++;
     }
     plan_shared_grads(g);
+    plan_bn_inplace_grads(g);
 }
 
 void mpx_graph_fuse(mpx_graph *g, int on) { g->no_fusion = !on; }

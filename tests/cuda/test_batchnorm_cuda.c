@@ -145,6 +145,17 @@ static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
             check_exact(what, gr[i].dt, got, gr[i].ref, gr[i].n);
             free(got);
         }
+        /* in place, as the executor runs it (graph_compile.c: plan_bn_inplace_grads): dx
+         * written over dy */
+        mpx_tensor gio = dev_tensor(cf->act, s->ndim, s->shape, dy);
+        CHECK_OK(mpx_batchnorm_backward_cuda(&fr, &gio, &gx, &gg, &gb, &gsm, &gsi, &gio, &gdg,
+                                             &gdb));
+        float *got = dev_read(&gio);
+        snprintf(what, sizeof what, "batchnorm backward (relu_dy, in place) dx %s x%s", cf->name,
+                 shp);
+        check_exact(what, cf->act, got, dx, n);
+        free(got);
+        dev_free(&gio);
     }
 
     /* inference forward from the (updated, identical) running statistics; the CPU op reads

@@ -336,6 +336,13 @@ static void check_relu_dy(mpx_dtype store, float gscale, uint64_t seed) {
           mpx_dtype_name(store), off, n);
     CHECK(store == MPX_F32 || tiny > 0, "relu_dy %s: no result rounds to 0 only in storage",
           mpx_dtype_name(store));
+    /* in place (dx over dy), as the executor runs it (graph_compile.c: plan_bn_inplace_grads) */
+    memcpy(dx2, dyf, n * sizeof(float));
+    CHECK_OK(mpx_batchnorm_backward_cpu(&fused, &tdx2, &tx, &tg, &tb, &tsm, &tsi, &tdx2, &tdg2,
+                                        &tdb2));
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += memcmp(&dx1[i], &dx2[i], sizeof(float)) != 0;
+    CHECK(bad == 0, "relu_dy %s in place: %zu values differ", mpx_dtype_name(store), bad);
     fused.relu_store = MPX_F8_E4M3;
     CHECK(mpx_batchnorm_backward_cpu(&fused, &tdy, &tx, &tg, &tb, &tsm, &tsi, &tdx2, &tdg2,
                                      &tdb2) == MPX_ERR_UNSUPPORTED,
