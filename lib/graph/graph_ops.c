@@ -406,12 +406,14 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     case OP_BATCHNORM: {
         NEED(batchnorm_backward);
         mpx_tensor sm = aux_view(g, n, 0), si = aux_view(g, n, 1), dg, dbeta, beta;
-        /* dy may be the gradient at the fused ReLU's output (graph_exec.c: relu_bwd_fused) */
+        /* dy may be the gradient at the fused ReLU's output (graph_exec.c: relu_bwd_fused);
+         * the op then recomputes the forward's result, which needs beta */
         mpx_batchnorm_attr a = n->attr.bn;
         const int alias = g->tensors[n->out].grad_alias;
         a.relu_dy = alias >= 0;
         a.relu_store = alias >= 0 ? g->tensors[alias].dtype : MPX_F32;
-        MPX_TRY(view_param(g, n->param[1], &beta));
+        if (a.relu_dy) MPX_TRY(view_param(g, n->param[1], &beta));
+        const mpx_tensor *b = a.relu_dy ? &beta : NULL;
         MPX_TRY(view_value(g, n->in[0], &x));
         MPX_TRY(view_in_grad(g, n, 0, &dx));
         MPX_TRY(view_param_grad(g, n->param[0], &dg));
@@ -420,9 +422,9 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
             /* The op always produces dx; give it scratch when nobody needs it. */
             dx.data = scratch_take(g, mpx_tensor_numel(&dx));
             if (!dx.data) return mpx_fail(MPX_ERR_INTERNAL, "scratch plan too small");
-            MPX_TRY(be->batchnorm_backward(&a, dy, &x, w0, &beta, &sm, &si, &dx, &dg, &dbeta));
+            MPX_TRY(be->batchnorm_backward(&a, dy, &x, w0, b, &sm, &si, &dx, &dg, &dbeta));
         } else {
-            MPX_TRY(be->batchnorm_backward(&a, dy, &x, w0, &beta, &sm, &si, &dx, &dg, &dbeta));
+            MPX_TRY(be->batchnorm_backward(&a, dy, &x, w0, b, &sm, &si, &dx, &dg, &dbeta));
             MPX_TRY(commit_in_grad(g, n, 0, &dx));
         }
         MPX_TRY(commit_param_grad(g, n, n->param[0], &dg));

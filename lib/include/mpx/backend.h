@@ -65,8 +65,8 @@ typedef struct mpx_backend {
     void (*sync)(void);
     /* How many times the host has waited for this backend's results so far in the process: sync,
      * download, and every entry that returns a value to the host (moments, abs_quantile,
-     * absmax); on CUDA also the rare waits of the operators
-     * (a deferred index check that finds all its slots pending). The CPU waits for nothing
+     * absmax); on CUDA also the rare waits of the operators (a deferred index check that finds
+     * all its slots pending). The CPU waits for nothing
      * but counts the same entries, so the executor's count per step is tested without a GPU. */
     int64_t (*host_waits)(void);
     /* Declares the format the F32 operands of the GEMM-family operators (conv2d, linear,
@@ -153,9 +153,9 @@ typedef struct mpx_backend {
                                     const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
                                     mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *);
     mpx_status (*batchnorm_backward)(const mpx_batchnorm_attr *, const mpx_tensor *,
-                                     const mpx_tensor *,
                                      const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
-                                     const mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *);
+                                     const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
+                                     mpx_tensor *, mpx_tensor *);
     mpx_status (*relu_forward)(const mpx_tensor *, mpx_tensor *);
     mpx_status (*relu_backward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
     mpx_status (*maxpool2d_forward)(const mpx_pool2d_attr *, const mpx_tensor *, mpx_tensor *);
