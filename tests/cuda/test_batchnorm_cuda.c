@@ -49,6 +49,26 @@ static const bn_shape SHAPES[] = {
     {2, {131101, 24}},  /* 3.1M elements: the apply passes' 4-element iterations (cuop_each) */
 };
 
+/* A device output and the CPU's FP32 result it must equal once rounded into dt. */
+typedef struct {
+    const char *name;
+    mpx_tensor *t;
+    mpx_dtype dt;
+    const float *ref;
+    size_t n;
+} dev_ref;
+
+static void check_refs(const char *pass, const bn_cfg *cf, const char *shp, const dev_ref *r,
+                       size_t k) {
+    char what[160];
+    for (size_t i = 0; i < k; i++) {
+        float *got = dev_read(r[i].t);
+        snprintf(what, sizeof what, "%s %s %s x%s", pass, r[i].name, cf->name, shp);
+        check_exact(what, r[i].dt, got, r[i].ref, r[i].n);
+        free(got);
+    }
+}
+
 static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
     const int64_t c = s->shape[s->ndim - 1];
     const int64_t cs[1] = {c};
@@ -79,74 +99,39 @@ static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
     mpx_tensor grm = dev_tensor(cf->stats, 1, cs, rm), grv = dev_tensor(cf->stats, 1, cs, rv);
     mpx_tensor gsm = dev_tensor(MPX_F32, 1, cs, NULL), gsi = dev_tensor(MPX_F32, 1, cs, NULL);
     mpx_tensor gdg = dev_tensor(cf->grad, 1, cs, NULL), gdb = dev_tensor(cf->grad, 1, cs, NULL);
-    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0, 0, MPX_F32}, ev = {1e-3f, 0.1f, 0, 0, 0, MPX_F32};
+    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0, 0, MPX_F32};
+    const mpx_batchnorm_attr ev = {1e-3f, 0.1f, 0, 0, 0, MPX_F32};
 
     /* training forward */
     CHECK_OK(mpx_batchnorm_forward_cpu(&tr, &hx, &hg, &hb, &hrm, &hrv, &hsm, &hsi, &hy));
     CHECK_OK(mpx_batchnorm_forward_cuda(&tr, &gx, &gg, &gb, &grm, &grv, &gsm, &gsi, &gy));
-    struct {
-        const char *name;
-        mpx_tensor *t;
-        mpx_dtype dt;
-        const float *ref;
-        size_t n;
-    } outs[] = {
+    const dev_ref outs[] = {
         {"y", &gy, cf->act, y, n},          {"save_mean", &gsm, MPX_F32, sm, nc},
         {"save_invstd", &gsi, MPX_F32, si, nc}, {"running_mean", &grm, cf->stats, rm_c, nc},
         {"running_var", &grv, cf->stats, rv_c, nc},
     };
-    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
-        float *got = dev_read(outs[i].t);
-        snprintf(what, sizeof what, "batchnorm training forward %s %s x%s", outs[i].name,
-                 cf->name, shp);
-        check_exact(what, outs[i].dt, got, outs[i].ref, outs[i].n);
-        free(got);
-    }
+    check_refs("batchnorm training forward", cf, shp, outs, sizeof outs / sizeof outs[0]);
 
-    /* backward from the saved statistics (the CPU's and the GPU's are identical above) */
-    CHECK_OK(mpx_batchnorm_backward_cpu(&tr, &hdy, &hx, &hg, NULL, &hsm, &hsi, &hdx, &hdg, &hdb));
-    CHECK_OK(mpx_batchnorm_backward_cuda(&tr, &gdy, &gx, &gg, NULL, &gsm, &gsi, &gdx, &gdg, &gdb));
-    {
-        float *got = dev_read(&gdx);
-        snprintf(what, sizeof what, "batchnorm backward dx %s x%s", cf->name, shp);
-        check_exact(what, cf->act, got, dx, n);
-        free(got);
-        got = dev_read(&gdg);
-        snprintf(what, sizeof what, "batchnorm backward dgamma %s x%s", cf->name, shp);
-        check_exact(what, cf->grad, got, dg, nc);
-        free(got);
-        got = dev_read(&gdb);
-        snprintf(what, sizeof what, "batchnorm backward dbeta %s x%s", cf->name, shp);
-        check_exact(what, cf->grad, got, db, nc);
-        free(got);
+    /* backward from the saved statistics (the CPU's and the GPU's are identical above), plain
+     * and with the fused ReLU's backward inside (relu_dy, the ReLU output stored as the
+     * activations are; it reads beta) */
+    mpx_batchnorm_attr fr = tr;
+    fr.relu = 1, fr.relu_dy = 1, fr.relu_store = cf->act;
+    for (int fused = 0; fused < 2; fused++) {
+        const mpx_batchnorm_attr *ba = fused ? &fr : &tr;
+        CHECK_OK(mpx_batchnorm_backward_cpu(ba, &hdy, &hx, &hg, fused ? &hb : NULL, &hsm, &hsi,
+                                            &hdx, &hdg, &hdb));
+        CHECK_OK(mpx_batchnorm_backward_cuda(ba, &gdy, &gx, &gg, fused ? &gb : NULL, &gsm, &gsi,
+                                             &gdx, &gdg, &gdb));
+        const dev_ref gr[] = {{"dx", &gdx, cf->act, dx, n},
+                              {"dgamma", &gdg, cf->grad, dg, nc},
+                              {"dbeta", &gdb, cf->grad, db, nc}};
+        check_refs(fused ? "batchnorm backward (relu_dy)" : "batchnorm backward", cf, shp, gr,
+                   sizeof gr / sizeof gr[0]);
     }
-
-    /* backward with the fused ReLU's backward inside (relu_dy, the ReLU output stored as the
-     * activations are): the CPU op's bits */
     {
-        mpx_batchnorm_attr fr = tr;
-        fr.relu = 1, fr.relu_dy = 1, fr.relu_store = cf->act;
-        CHECK_OK(mpx_batchnorm_backward_cpu(&fr, &hdy, &hx, &hg, &hb, &hsm, &hsi, &hdx, &hdg,
-                                            &hdb));
-        CHECK_OK(mpx_batchnorm_backward_cuda(&fr, &gdy, &gx, &gg, &gb, &gsm, &gsi, &gdx, &gdg,
-                                             &gdb));
-        const struct {
-            const char *name;
-            mpx_tensor *t;
-            mpx_dtype dt;
-            const float *ref;
-            size_t n;
-        } gr[] = {{"dx", &gdx, cf->act, dx, n}, {"dgamma", &gdg, cf->grad, dg, nc},
-                  {"dbeta", &gdb, cf->grad, db, nc}};
-        for (size_t i = 0; i < sizeof gr / sizeof gr[0]; i++) {
-            float *got = dev_read(gr[i].t);
-            snprintf(what, sizeof what, "batchnorm backward (relu_dy) %s %s x%s", gr[i].name,
-                     cf->name, shp);
-            check_exact(what, gr[i].dt, got, gr[i].ref, gr[i].n);
-            free(got);
-        }
-        /* in place, as the executor runs it (graph_compile.c: plan_bn_inplace_grads): dx
-         * written over dy */
+        /* relu_dy in place, as the executor runs it (graph_compile.c: plan_bn_inplace_grads):
+         * dx written over dy */
         mpx_tensor gio = dev_tensor(cf->act, s->ndim, s->shape, dy);
         CHECK_OK(mpx_batchnorm_backward_cuda(&fr, &gio, &gx, &gg, &gb, &gsm, &gsi, &gio, &gdg,
                                              &gdb));
@@ -205,7 +190,8 @@ static void test_errors(void) {
     mpx_tensor v[6];
     for (int i = 0; i < 6; i++)
         v[i] = dev_tensor(MPX_F32, 1, cs, NULL);
-    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0, 0, MPX_F32}, ev = {1e-5f, 0.1f, 0, 0, 0, MPX_F32};
+    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0, 0, MPX_F32};
+    const mpx_batchnorm_attr ev = {1e-5f, 0.1f, 0, 0, 0, MPX_F32};
     CHECK(mpx_batchnorm_forward_cuda(&tr, &x, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &y) ==
               MPX_ERR_INPUT,
           "batchnorm forward: training with one row accepted");

@@ -301,7 +301,8 @@ int main(void) {
         {"resnet", "fp16", "adaptive", "stochastic", 0, 0, 0, 0, 0, 0, 0, 0},
         {"bert", "fp16", "adaptive", "rne", 0, 0, 0, 0, 0, 0, 0, 0},
         {"bert", "bf16", "dynamic", "rne", 0, 0, 0, 0, 0, 0, 0, 0},
-        {"bert", "fp16", "adaptive", "rne", 0, 0, 0, 0, 1, 0, 0, 0}, /* masked-LM labels: rows forward */
+        /* masked-LM labels: the rows forward */
+        {"bert", "fp16", "adaptive", "rne", 0, 0, 0, 0, 1, 0, 0, 0},
         {"ssd", "fp16", "adaptive", "rne", 0, 0, 0, 0, 0, 0, 0, 0},
         {"ssd", "fp16", "dynamic", "stochastic", 0, 0, 0, 0, 0, 0, 0, 0},
         {"resnet", "fp16", "adaptive", "rne", 1, 0, 0, 0, 0, 0, 0, 0},

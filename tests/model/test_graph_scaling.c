@@ -229,16 +229,28 @@ static int cmpf(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static void test_underflow_recount(void) {
-    int x, y, h;
-    mpx_graph *g = mlp("fp16", &x, &y, &h);
+/* The fp16 MLP after one unscaled statistics step into stats[3]; *waits: the backward's. */
+static mpx_graph *mlp_stats_step(int *x, int *y, int *h, mpx_layer_stats *stats,
+                                 int64_t *waits) {
+    mpx_graph *g = mlp("fp16", x, y, h);
     mpx_scaling_cfg none;
     mpx_scaling_defaults(&none);
-    mpx_layer_stats stats[3];
     CHECK_OK(mpx_graph_forward(g, 1));
     mpx_backward_opts bo = {&none, 1.0, 0, stats};
     int64_t nf;
+    const int64_t w0 = mpx_graph_host_waits(g);
     CHECK_OK(mpx_graph_backward(g, &bo, &nf));
+    *waits = mpx_graph_host_waits(g) - w0;
+    return g;
+}
+
+static void test_underflow_recount(void) {
+    int x, y, h;
+    mpx_layer_stats stats[3];
+    int64_t waits;
+    mpx_graph *g = mlp_stats_step(&x, &y, &h, stats, &waits);
+    mpx_backward_opts bo = {NULL, 1.0, 0, stats};
+    int64_t nf;
     int l1 = layer_index(g, "linear1");
     REQUIRE_VOID(l1 >= 0, "linear1");
 
@@ -335,17 +347,10 @@ static void test_underflow_recount(void) {
  * and the step waited once for them beyond its status. */
 static void test_stats_moments(void) {
     int x, y, h;
-    mpx_graph *g = mlp("fp16", &x, &y, &h);
-    mpx_scaling_cfg none;
-    mpx_scaling_defaults(&none);
     mpx_layer_stats stats[3];
-    CHECK_OK(mpx_graph_forward(g, 1));
-    mpx_backward_opts bo = {&none, 1.0, 0, stats};
-    int64_t nf;
-    const int64_t w0 = mpx_graph_host_waits(g);
-    CHECK_OK(mpx_graph_backward(g, &bo, &nf));
-    CHECK(mpx_graph_host_waits(g) - w0 == 2, "statistics step waited %lld times, want 2",
-          (long long)(mpx_graph_host_waits(g) - w0));
+    int64_t waits;
+    mpx_graph *g = mlp_stats_step(&x, &y, &h, stats, &waits);
+    CHECK(waits == 2, "statistics step waited %lld times, want 2", (long long)waits);
     static const struct {
         const char *row, *grad_of; /* the row, and the tensor whose gradient it describes */
         int param;                 /* its weight, -1: none */

@@ -252,8 +252,8 @@ static void check_errors(void) {
     t.shape[0] = 3;
     expect_error(mpx_batchnorm_forward_cpu(&at, &x, &t, &b, &rm, &rv, &sm, &si, &y), MPX_ERR_INPUT,
                  "gamma has shape [3]", "short gamma");
-    expect_error(mpx_batchnorm_backward_cpu(&at, &y, &x, &g, NULL, &sm, &si, &x, &t, &b), MPX_ERR_INPUT,
-                 "dgamma has shape [3]", "short dgamma");
+    expect_error(mpx_batchnorm_backward_cpu(&at, &y, &x, &g, NULL, &sm, &si, &x, &t, &b),
+                 MPX_ERR_INPUT, "dgamma has shape [3]", "short dgamma");
     t = x;
     t.dtype = MPX_BF16;
     expect_error(mpx_batchnorm_forward_cpu(&at, &t, &g, &b, &rm, &rv, &sm, &si, &y), MPX_ERR_INPUT,
