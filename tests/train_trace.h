@@ -12,7 +12,8 @@
  * BERT (H 32, 2 heads, dropout, a tied decoder) on 8 tokens, an SSD (ResNet-18 trunk at width
  * 0.125, 64 px, concat and MultiBox); batch 2, STEPS steps of SGD with momentum, weight decay
  * and clipping, loss scaling as the variant says (adaptive factors updated every 2 steps, with
- * a u_min that gives them factors above 1), and statistics on every odd step.
+ * a u_min that gives them factors above 1), and statistics on every odd step (with the
+ * optimizer's lost-update statistics of that step's update).
  */
 #ifndef MPX_TEST_TRAIN_TRACE_H
 #define MPX_TEST_TRAIN_TRACE_H
@@ -40,6 +41,8 @@ typedef struct {
     int exact_merges; /* mpx_graph_speculative_merges(g, 0): adaptive merges wait */
     double u_max;     /* adaptive scaling's u_max when > 0 (a small one makes merges miss) */
     int step0;        /* the first step's number (1: as a run resumed between factor updates) */
+    int als_ref;      /* adaptive scaling as the 2019 code (precision.als = reference) */
+    int pure;         /* 1: no FP32 master weights; 2: and the optimizer state in storage */
 } variant;
 
 /* What a run produced, step by step. */
@@ -86,6 +89,7 @@ static void compile_variant(mpx_graph *g, const variant *v, const mpx_backend *b
     mpx_graph_fuse(g, !v->unfused);
     mpx_graph_loss_rows(g, !v->all_rows);
     mpx_graph_speculative_merges(g, !v->exact_merges);
+    if (v->pure) CHECK(mpx_precision_set_masters(&p, 0, v->pure == 2) == 0, "no masters in %s", v->mode);
     CHECK_OK(mpx_graph_compile_backend(g, &p, be, seed));
 }
 
@@ -159,6 +163,7 @@ static void run(const variant *v, const mpx_backend *be, trace *tr) {
      * models' layers get factors above 1 (with the default, their gradients need none and
      * the paths that apply a factor would go untested). */
     sc.u_min = 1e-4;
+    if (v->als_ref) sc.als = MPX_ALS_REFERENCE, sc.u_max = 6e4, sc.unscale_fp16 = 1;
     if (v->u_max > 0) sc.u_max = v->u_max;
     mpx_scaler scaler;
     CHECK_OK(mpx_scaler_init(&scaler, &sc));
@@ -180,10 +185,12 @@ static void run(const variant *v, const mpx_backend *be, trace *tr) {
         CHECK_OK(mpx_graph_backward(g, &bo, &tr->nonfinite[s]));
         tr->loss[s] = mpx_graph_loss(g);
         tr->norm[s] = mpx_graph_grad_norm(g);
+        if (tr->stats[s]) CHECK_OK(mpx_optimizer_watch(opt));
         if (!mpx_scaler_update(&scaler, tr->nonfinite[s] > 0)) {
             CHECK_OK(mpx_optimizer_step_norm(opt, 0.05, tr->norm[s]));
             CHECK_OK(mpx_graph_sync_weights(g, s + v->step0 + 1));
         }
+        if (tr->stats[s]) CHECK_OK(mpx_optimizer_watched(opt, tr->stats[s]));
     }
     tr->merge_redos = mpx_graph_merge_redos(g);
     for (int i = 0; i < mpx_graph_n_params(g); i++)

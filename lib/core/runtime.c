@@ -49,6 +49,23 @@ const char *mpx_cpu_features_str(void) {
     return buf;
 }
 
+const char *mpx_host_str(void) {
+    static char buf[320];
+    if (buf[0]) return buf;
+    char name[160] = "unknown CPU", line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        const char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon) continue;
+        snprintf(name, sizeof name, "%s", colon + 1 + (colon[1] == ' '));
+        name[strcspn(name, "\n")] = '\0';
+        break;
+    }
+    if (f) fclose(f);
+    snprintf(buf, sizeof buf, "%s [%s]", name, mpx_cpu_features_str());
+    return buf;
+}
+
 static int g_threads;
 
 void mpx_threads_set(int n) {

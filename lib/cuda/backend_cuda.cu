@@ -155,8 +155,8 @@ static void cuda_lamb_direction(const float *w, float *g, float *m, float *v, si
                                 const mpx_adamw_step *s) {
     failed(mpx_lamb_direction_cuda(w, g, m, v, n, s));
 }
-static void cuda_scaled_sub(float *w, const float *u, size_t n, float a) {
-    failed(mpx_scaled_sub_cuda(w, u, n, a));
+static void cuda_scaled_sub(float *w, const float *u, size_t n, float a, float *delta) {
+    failed(mpx_scaled_sub_cuda(w, u, n, a, delta));
 }
 
 static mpx_backend make_backend(void) {

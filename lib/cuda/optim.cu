@@ -25,7 +25,9 @@ __global__ void sgd_kernel(float *w, const float *g, float *v, size_t n, mpx_sgd
         const float vk = __fadd_rn(__fmul_rn(s.momentum, v[k]), gk);
         v[k] = vk;
         const float step = s.nesterov ? __fadd_rn(gk, __fmul_rn(s.momentum, vk)) : vk;
-        w[k] = __fsub_rn(wk, __fmul_rn(s.lr, step));
+        const float d = __fmul_rn(s.lr, step);
+        w[k] = __fsub_rn(wk, d);
+        if (s.delta) s.delta[k] = d;
     }
 }
 
@@ -47,7 +49,9 @@ __global__ void adamw_kernel(float *w, const float *g, float *m, float *v, size_
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
         const float wk = w[k];
-        w[k] = __fsub_rn(wk, __fmul_rn(s.lr, adam_direction(wk, g[k], &m[k], &v[k], s)));
+        const float d = __fmul_rn(s.lr, adam_direction(wk, g[k], &m[k], &v[k], s));
+        w[k] = __fsub_rn(wk, d);
+        if (s.delta) s.delta[k] = d;
     }
 }
 
@@ -59,10 +63,13 @@ __global__ void lamb_kernel(const float *w, float *g, float *m, float *v, size_t
         g[k] = adam_direction(w[k], g[k], &m[k], &v[k], s);
 }
 
-__global__ void scaled_sub_kernel(float *w, const float *u, size_t n, float a) {
+__global__ void scaled_sub_kernel(float *w, const float *u, size_t n, float a, float *delta) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride)
-        w[k] = __fsub_rn(w[k], __fmul_rn(a, u[k]));
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
+        const float d = __fmul_rn(a, u[k]);
+        w[k] = __fsub_rn(w[k], d);
+        if (delta) delta[k] = d;
+    }
 }
 
 } // namespace
@@ -97,11 +104,12 @@ extern "C" mpx_status mpx_lamb_direction_cuda(const float *w, float *g, float *m
     return MPX_OK;
 }
 
-extern "C" mpx_status mpx_scaled_sub_cuda(float *w, const float *u, size_t n, float a) {
+extern "C" mpx_status mpx_scaled_sub_cuda(float *w, const float *u, size_t n, float a,
+                                           float *delta) {
     if (n == 0) return MPX_OK;
     unsigned grid = 1;
     MPX_TRY(mpx_cuda_grid(n, &grid));
-    scaled_sub_kernel<<<grid, kLaunchThreads>>>(w, u, n, a);
+    scaled_sub_kernel<<<grid, kLaunchThreads>>>(w, u, n, a, delta);
     MPX_CUDA_TRY(cudaGetLastError());
     return MPX_OK;
 }

@@ -106,11 +106,14 @@ static void cpu_sumsq(const float *x, size_t n, double *out) {
 static void cpu_sgd_update(float *w, const float *g, float *v, size_t n, const mpx_sgd_step *s) {
     const float lr = s->lr, mom = s->momentum, wd = s->wd, clip = s->clip;
     const int nest = s->nesterov;
+    float *delta = s->delta;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t k = 0; k < n; k++) {
         float gk = g[k] * clip + wd * w[k];
         v[k] = mom * v[k] + gk;
-        w[k] -= lr * (nest ? gk + mom * v[k] : v[k]);
+        const float d = lr * (nest ? gk + mom * v[k] : v[k]);
+        w[k] -= d;
+        if (delta) delta[k] = d;
     }
 }
 
@@ -127,8 +130,13 @@ static inline float adam_direction(float w, float g, float *m, float *v, const m
 /* AdamW (decoupled weight decay, bias-corrected moments). */
 static void cpu_adamw_update(float *w, const float *g, float *m, float *v, size_t n,
                              const mpx_adamw_step *s) {
+    float *delta = s->delta;
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t k = 0; k < n; k++) w[k] -= s->lr * adam_direction(w[k], g[k], &m[k], &v[k], s);
+    for (size_t k = 0; k < n; k++) {
+        const float d = s->lr * adam_direction(w[k], g[k], &m[k], &v[k], s);
+        w[k] -= d;
+        if (delta) delta[k] = d;
+    }
 }
 
 static void cpu_lamb_direction(const float *w, float *g, float *m, float *v, size_t n,
@@ -137,9 +145,13 @@ static void cpu_lamb_direction(const float *w, float *g, float *m, float *v, siz
     for (size_t k = 0; k < n; k++) g[k] = adam_direction(w[k], g[k], &m[k], &v[k], s);
 }
 
-static void cpu_scaled_sub(float *w, const float *u, size_t n, float a) {
+static void cpu_scaled_sub(float *w, const float *u, size_t n, float a, float *delta) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t k = 0; k < n; k++) w[k] -= a * u[k];
+    for (size_t k = 0; k < n; k++) {
+        const float d = a * u[k];
+        w[k] -= d;
+        if (delta) delta[k] = d;
+    }
 }
 
 static const mpx_backend g_cpu = {

@@ -39,9 +39,12 @@ static void init_values(const mpx_param *p, uint64_t seed, float *host) {
 }
 
 /* Per-node FP32 scratch need (floats): decoded inputs, output, parameters and every gradient
- * view of one forward or backward call, with per-take alignment slack. Conservative. */
+ * view of one forward or backward call, with per-take alignment slack. Conservative. An FP16
+ * conv/linear layer may also hold its gradient times its factor (graph_exec.c:
+ * factor_into_dy, als = reference). */
 static int64_t node_scratch(const mpx_graph *g, const gnode *n) {
     int64_t f = 2 * g->tensors[n->out].numel + 16;
+    if (n->is_gemm_layer && g->prec.low == MPX_F16) f += g->tensors[n->out].numel + 16;
     for (int i = 0; i < n->n_in; i++) f += 2 * g->tensors[n->in[i]].numel + 32;
     for (int i = 0; i < n->n_param; i++) f += 3 * g->params[n->param[i]].numel + 48;
     return f;
@@ -472,6 +475,7 @@ void mpx_graph_free(mpx_graph *g) {
 
 int mpx_graph_n_params(const mpx_graph *g) { return g->n_params; }
 mpx_param *mpx_graph_param(mpx_graph *g, int i) { return &g->params[i]; }
+int mpx_graph_param_layer(const mpx_graph *g, int i) { return g->nodes[g->params[i].node].layer; }
 int mpx_graph_n_buffers(const mpx_graph *g) { return g->n_buffers; }
 mpx_buffer *mpx_graph_buffer(mpx_graph *g, int i) { return &g->buffers[i]; }
 int mpx_graph_n_layers(const mpx_graph *g) { return g->n_layers; }

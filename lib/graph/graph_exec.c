@@ -162,10 +162,11 @@ static int consumer_slot(const gtensor *t, const gnode *g_nodes, const gnode *n,
     return -1;
 }
 
-/* The factor node n's input gradients pick up on their commit: the layer's adaptive factor s,
- * and at the loss the whole seed scale (the loss computes its gradient from nothing scaled). */
+/* The factor node n's input gradients pick up on their commit: the layer's adaptive factor s
+ * (unless it was multiplied into dy already: factor_in_dy), and at the loss the whole seed
+ * scale (the loss computes its gradient from nothing scaled). */
 static double grad_multiplier(const gnode *n) {
-    return n->layer_scale * (n->seeds_gradient ? n->s_prev : 1.0);
+    return (n->factor_in_dy ? 1.0 : n->layer_scale) * (n->seeds_gradient ? n->s_prev : 1.0);
 }
 
 /* Whether n's backward may write the gradient of tensor t (input `slot`, whose sole consumer n
@@ -441,6 +442,70 @@ int64_t mpx_graph_host_waits(const mpx_graph *g) {
 
 /* ---- backward ---- */
 
+/* x[i] <- round(s x[i]) in `dt`, to nearest even, for n elements (FP32 in and out): what an
+ * arithmetic operation in that format stores. Through 16-bit scratch (the node's). */
+static mpx_status round_in_format(mpx_graph *g, mpx_dtype dt, double s, float *x, size_t n) {
+    void *tmp = scratch_take_dtype(g, (int64_t)n, dt);
+    if (!tmp) return scratch_fail(g, "a branch rounded in its storage format");
+    mpx_cast_spec c = mpx_cast_plain(dt);
+    c.scale = (float)s;
+    g->be->cast(&c, x, tmp, n);
+    g->be->decode(dt, tmp, x, n);
+    return MPX_OK;
+}
+
+/* A branch merge as the 2019 code does it (als = reference; ada_loss.py: rescaling and
+ * AdaLossBranch): every branch stored in FP16 as its consumer computed it, the target chosen
+ * on those stored magnitudes (an error where none fits, as the code raises), each branch
+ * multiplied by target / S_i in FP16, and the branches added one after another in FP16 (each
+ * addition in FP32 and rounded: exact FP16 arithmetic, since FP32 holds the sum of two FP16
+ * values to well within the double-rounding bound). Statistics steps count, as in every mode,
+ * the merged gradient's values before FP16 touches them: the FP32 sum of the unrounded
+ * branches at the target, whose cast is counted and then overwritten by the stored result.
+ * One wait for the magnitudes. */
+static mpx_status merge_branches_reference(mpx_graph *g, int tensor, const int *idx, int k,
+                                           const double *S, const double *P) {
+    gtensor *t = &g->tensors[tensor];
+    const size_t n = (size_t)t->numel;
+    const mpx_dtype dt = t->grad_dtype;
+    float a[MAX_CONSUMERS];
+    double stored[MAX_CONSUMERS];
+    for (int i = 0; i < k; i++) g->be->absmax_to(t->branch[idx[i]], n, &g->merge_slots[i]);
+    g->be->download(a, g->merge_slots, (size_t)k * sizeof(float));
+    /* rounding is monotone: the stored branch's magnitude is the rounded magnitude */
+    for (int i = 0; i < k; i++) stored[i] = mpx_round_to(dt, (float)((double)a[i] * P[i]));
+    const double target = mpx_als_merge_target(g->bw->scaling, k, S, stored);
+    if (!(target > 0))
+        return mpx_fail(MPX_ERR_NUMERIC,
+                        "adaptive merge of '%s' (precision.als = reference): no target scale keeps "
+                        "the largest stored branch magnitude %g below u_max = %g (the 2019 code "
+                        "raises \"Cannot find a suitable target\" here)",
+                        t->name, stored[0], g->bw->scaling->u_max);
+    if (act_stats(g, t) || (g->bw->stats && t->needs_shadow)) {
+        float *sum = scratch_take(g, t->numel);
+        if (!sum) return scratch_fail(g, t->name);
+        g->be->zero(sum, n * sizeof(float));
+        for (int i = 0; i < k; i++)
+            g->be->accumulate(sum, t->branch[idx[i]], n, (float)(P[i] * target / S[i]));
+        cast_grad(g, tensor, sum, 1.0, NULL);
+    }
+    float *acc = t->branch[idx[0]];
+    for (int i = 0; i < k; i++) {
+        float *b = t->branch[idx[i]];
+        MPX_TRY(round_in_format(g, dt, P[i], b, n));          /* the consumer's store */
+        MPX_TRY(round_in_format(g, dt, target / S[i], b, n)); /* g.array *= target / S_i */
+        if (i == 0) continue;
+        g->be->accumulate(acc, b, n, 1.0f);
+        if (i + 1 < k) MPX_TRY(round_in_format(g, dt, 1.0, acc, n));
+    }
+    mpx_cast_spec s = mpx_cast_plain(dt);
+    g->be->cast(&s, acc, t->grad, n);
+    scratch_reset(g);
+    t->grad_scale = target;
+    t->grad_ready = 1;
+    return MPX_OK;
+}
+
 /* Sum a fan-out tensor's FP32 branch contributions (rescaled to one target scale under
  * adaptive scaling, REFERENCE.md §3 step 10) and cast the sum into its gradient storage.
  * Every factor is a power of two, so scaling commutes with FP32 rounding: the branches are
@@ -462,6 +527,8 @@ static mpx_status merge_branches(mpx_graph *g, int tensor) {
             k++;
         }
     if (k == 0) return MPX_OK;
+    if (g->layerwise && g->bw->scaling->als == MPX_ALS_REFERENCE && k > 1)
+        return merge_branches_reference(g, tensor, idx, k, S, P);
     if (!g->layerwise)
         for (int i = 1; i < k; i++)
             if (S[i] != S[0] || t->branch_pending[idx[i]] != 1.0f)
@@ -480,7 +547,8 @@ static mpx_status merge_branches(mpx_graph *g, int tensor) {
             g->be->accumulate(acc, t->branch[idx[i]], n, 1.0f);
     }
     double target = S[0];
-    if (g->layerwise) {
+    /* A single branch under als = reference is no merge: the code sums nothing there. */
+    if (g->layerwise && g->bw->scaling->als != MPX_ALS_REFERENCE) {
         if (k == 1) g->be->absmax_to(acc, n, &slot[0]);
         if (g->speculating) {
             for (int i = 1; i < k; i++) target = fmax(target, S[i]);
@@ -572,6 +640,28 @@ static mpx_status layer_factor(mpx_graph *g, gnode *n, const mpx_tensor *dy, con
     return MPX_OK;
 }
 
+/* als = reference (the 2019 code's AdaLossConvolution2DFunction / Linear backward): a
+ * conv/linear layer's factor s multiplies its stored gradient in FP16 before the GEMM, so a
+ * factor below 1 can flush values and one above 1 overflow them there; the input gradient is
+ * then computed from that copy (dyd) and its commit applies no factor (factor_in_dy). The weight
+ * gradient still reads the unscaled dy. Other modes and a factor of 1: nothing to do. */
+static mpx_status factor_into_dy(mpx_graph *g, gnode *n, const mpx_tensor *dy, mpx_tensor *dyd) {
+    n->factor_in_dy = 0;
+    if (!g->layerwise || !n->is_gemm_layer || g->bw->scaling->als != MPX_ALS_REFERENCE ||
+        n->layer_scale == 1.0)
+        return MPX_OK;
+    const gtensor *out = &g->tensors[n->out];
+    const float *x;
+    MPX_TRY(reduction_input(g, dy, &x));
+    float *f = scratch_take(g, out->numel);
+    if (!f) return scratch_fail(g, "the gradient times its layer's factor");
+    g->be->copy(f, x, (size_t)out->numel * sizeof(float));
+    MPX_TRY(round_in_format(g, out->grad_dtype, n->layer_scale, f, (size_t)out->numel));
+    *dyd = make_view(dy->ndim, dy->shape, MPX_F32, g->be->device, f);
+    n->factor_in_dy = 1;
+    return MPX_OK;
+}
+
 static void set_g_stats(mpx_layer_stats *ls, const mpx_moments *m) {
     ls->g_mean = (float)m->mean;
     ls->g_std = (float)m->std;
@@ -636,7 +726,10 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
     MPX_TRY(layer_factor(g, n, &dy, &w0, pmg, pmw));
     if (g->time_scaling) g->scaling_s += profile_clock(g) - t0;
 
-    MPX_TRY(node_backward(g, n, n->seeds_gradient ? NULL : &dy, n->n_param > 0 ? &w0 : NULL));
+    mpx_tensor dyd;
+    MPX_TRY(factor_into_dy(g, n, &dy, &dyd));
+    MPX_TRY(node_backward(g, n, n->seeds_gradient ? NULL : &dy, n->factor_in_dy ? &dyd : NULL,
+                          n->n_param > 0 ? &w0 : NULL));
     if (g->bw->stats && out->needs_shadow && op_moves_values(n->op)) {
         mpx_tensor sh = make_view(out->ndim, out->shape, MPX_F32, g->be->device, out->shadow);
         scratch_reset(g); /* the regular backward is done with its views */
@@ -741,7 +834,8 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
     declare_operands(g);
     g->layerwise = o->scaling && mpx_scaling_is_layerwise(o->scaling->method);
     g->step = o->step;
-    g->speculating = g->layerwise && !g->exact_merges;
+    /* als = reference merges always wait (merge_branches_reference) */
+    g->speculating = g->layerwise && !g->exact_merges && o->scaling->als != MPX_ALS_REFERENCE;
     if (g->speculating) als_cache(g, 0);
     mpx_status st = backward_pass(g, o);
     if (st == MPX_OK && g->speculating && g->host_status->merge_misses > 0) {
@@ -763,15 +857,22 @@ int64_t mpx_graph_merge_redos(const mpx_graph *g) { return g->merge_redos; }
 
 /* ---- host I/O and weights ---- */
 
+/* Without master weights (the policy's MASTER role in the working format) the rounded working
+ * copy is the parameter: the FP32 array the optimizer updates takes its values back, so the
+ * next update starts from the stored weight and w <- round(w - lr u) is the whole rule. */
 mpx_status mpx_graph_sync_weights(mpx_graph *g, int64_t step) {
+    const int no_masters = mpx_precision_dtype(&g->prec, MPX_ROLE_MASTER) != MPX_F32;
     for (int i = 0; i < g->n_params; i++) {
         mpx_param *p = &g->params[i];
         if (p->work == (void *)p->master) continue;
         mpx_cast_spec s = storage_cast(g, p->work_dtype, round_stream(step, i, RS_WEIGHT));
         g->be->cast(&s, p->master, p->work, (size_t)p->numel);
+        if (no_masters) g->be->decode(p->work_dtype, p->work, p->master, (size_t)p->numel);
     }
     return MPX_OK;
 }
+
+const mpx_precision *mpx_graph_precision(const mpx_graph *g) { return &g->prec; }
 
 mpx_status mpx_graph_set_input(mpx_graph *g, int tensor, const void *host, mpx_dtype dtype,
                                int64_t count) {

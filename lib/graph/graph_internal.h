@@ -128,6 +128,8 @@ typedef struct {
     int als_valid;
     double als_unbound_saved; /* ... as the backward pass found them (a redone pass restores) */
     int als_valid_saved;
+    int factor_in_dy;        /* this pass: the factor s is in the dy its input gradient came from
+                              * (als = reference), so the commit does not apply it again */
     /* profiling */
     double prof_fwd, prof_bwd;
     double prof_skipped;     /* FLOPs its operators left out (backend skipped_flops) */
@@ -197,10 +199,13 @@ struct mpx_graph {
 int graph_fail(mpx_graph *g, mpx_status st);
 
 /* Per-op execution (graph_ops.c): forward and backward of one node. The executor hands the
- * backward the FP32 view of the incoming gradient (NULL for the loss, which seeds it) and of
- * the node's first parameter (NULL when it has none). */
+ * backward the FP32 view of the incoming gradient (NULL for the loss, which seeds it), the one
+ * a conv/linear computes its input gradient from (dy_data: dy multiplied by the layer's factor
+ * in storage, as the 2019 code does; NULL: dy itself) and the view of the node's first
+ * parameter (NULL when it has none). */
 mpx_status node_forward(mpx_graph *g, gnode *n, int training);
-mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *w0);
+mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *dy_data,
+                         const mpx_tensor *w0);
 /* 1 for ReLU, add and max-pool: their backward only moves values of dy. */
 int op_moves_values(op_kind op);
 /* 1 when the backend can apply a factor to the op's input gradient itself (backend.h:

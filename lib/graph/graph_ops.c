@@ -359,17 +359,23 @@ int op_scales_input_grad(const mpx_backend *be, op_kind op) {
     }
 }
 
-mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *w0) {
+mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *dy_data,
+                         const mpx_tensor *w0) {
     const mpx_backend *be = g->be;
     mpx_tensor dx, x, y;
     /* The GEMM family's backward reads dy and the weight as its forward read its operands
      * (rounded to TF32 in tf32 mode). */
-    mpx_tensor dy_g, w0_g;
+    mpx_tensor dy_g, dyd_g, w0_g;
     if (n->op == OP_CONV2D || n->op == OP_LINEAR || n->op == OP_LINEAR_T || n->op == OP_BMM) {
         if (dy) {
             dy_g = *dy;
             MPX_TRY(gemm_operand(g, &dy_g));
             dy = &dy_g;
+        }
+        if (dy_data) {
+            dyd_g = *dy_data;
+            MPX_TRY(gemm_operand(g, &dyd_g));
+            dy_data = &dyd_g;
         }
         if (w0) {
             w0_g = *w0;
@@ -377,6 +383,7 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
             w0 = &w0_g;
         }
     }
+    if (!dy_data) dy_data = dy;
     switch (n->op) {
     case OP_INPUT: return MPX_OK;
     case OP_CONV2D:
@@ -386,9 +393,9 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         if (dx.data) {
             const double s = in_grad_factor(g, n, 0, &dx);
             if (s != 1.0)
-                MPX_TRY(be->conv2d_backward_data_scaled(&n->attr.conv, (float)s, dy, w0, &dx));
+                MPX_TRY(be->conv2d_backward_data_scaled(&n->attr.conv, (float)s, dy_data, w0, &dx));
             else
-                MPX_TRY(be->conv2d_backward_data(&n->attr.conv, dy, w0, &dx));
+                MPX_TRY(be->conv2d_backward_data(&n->attr.conv, dy_data, w0, &dx));
             MPX_TRY(commit_in_grad(g, n, 0, &dx));
         }
         return gemm_layer_param_grads(g, n, dy);
@@ -398,8 +405,8 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         MPX_TRY(view_in_grad(g, n, 0, &dx));
         if (dx.data) {
             const double s = in_grad_factor(g, n, 0, &dx);
-            if (s != 1.0) MPX_TRY(be->linear_backward_data_scaled((float)s, dy, w0, &dx));
-            else MPX_TRY(be->linear_backward_data(dy, w0, &dx));
+            if (s != 1.0) MPX_TRY(be->linear_backward_data_scaled((float)s, dy_data, w0, &dx));
+            else MPX_TRY(be->linear_backward_data(dy_data, w0, &dx));
             MPX_TRY(commit_in_grad(g, n, 0, &dx));
         }
         return gemm_layer_param_grads(g, n, dy);
@@ -541,8 +548,8 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
         MPX_TRY(view_in_grad(g, n, 0, &dx));
         if (dx.data) {
             const double s = in_grad_factor(g, n, 0, &dx);
-            if (s != 1.0) MPX_TRY(be->linear_t_backward_data_scaled((float)s, dy, w0, &dx));
-            else MPX_TRY(be->linear_t_backward_data(dy, w0, &dx));
+            if (s != 1.0) MPX_TRY(be->linear_t_backward_data_scaled((float)s, dy_data, w0, &dx));
+            else MPX_TRY(be->linear_t_backward_data(dy_data, w0, &dx));
             MPX_TRY(commit_in_grad(g, n, 0, &dx));
         }
         mpx_tensor dw, db;

@@ -36,6 +36,14 @@ int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *roun
     p->seed = seed;
     p->tensor_cores = 1;
     p->direct_io = 1;
+    p->master_weights = 1;
+    return 0;
+}
+
+int mpx_precision_set_masters(mpx_precision *p, int master_weights, int state_in_storage) {
+    if ((!master_weights || state_in_storage) && p->low == MPX_F32) return -1;
+    p->master_weights = master_weights != 0;
+    p->state_in_storage = state_in_storage != 0;
     return 0;
 }
 
@@ -45,8 +53,10 @@ mpx_dtype mpx_precision_dtype(const mpx_precision *p, mpx_tensor_role role) {
     case MPX_ROLE_ACT_GRAD:
     case MPX_ROLE_WEIGHT:
     case MPX_ROLE_WEIGHT_GRAD: return p->low;
+    case MPX_ROLE_MASTER: return p->master_weights ? MPX_F32 : p->low;
+    case MPX_ROLE_OPT_STATE: return p->state_in_storage ? p->low : MPX_F32;
     case MPX_ROLE_NORM_PARAM:
-    case MPX_ROLE_MASTER:
+    case MPX_ROLE_UNSCALED_GRAD:
     case MPX_ROLE_REDUCTION:
     case MPX_ROLE_COUNT: break;
     }

@@ -311,6 +311,7 @@ static mpx_status write_root_attrs(mpx_runlog *r, const mpx_runlog_meta *meta) {
     MPX_TRY(mpx_h5_attr_i64(r->file, "seed", meta->seed, w));
     MPX_TRY(mpx_h5_attr_str(r->file, "device", meta->device, w));
     MPX_TRY(mpx_h5_attr_i32(r->file, "threads", meta->threads, w));
+    MPX_TRY(mpx_h5_attr_str(r->file, "host", mpx_host_str(), w));
     return MPX_OK;
 }
 

@@ -166,14 +166,21 @@ static mpx_status load_layers(reader *rd) {
     return MPX_OK;
 }
 
-/* Open every /stats member and read /stats/step. */
+/* Members a run file may lack: written since the lost-update statistics (a file from before
+ * them exports everything else). */
+static int optional_member(int i) { return i >= RL_ST_UPDATE_NONZERO && i <= RL_ST_UPDATE_ERROR; }
+
+/* Open every /stats member (but a missing optional one) and read /stats/step. */
 static mpx_status open_stats(reader *rd) {
     int64_t rows[RL_N_STATS];
-    for (int i = 0; i < RL_N_STATS; i++)
+    for (int i = 0; i < RL_N_STATS; i++) {
+        rows[i] = -1;
+        if (optional_member(i) && H5Lexists(rd->file, rl_stats[i].path, H5P_DEFAULT) <= 0) continue;
         MPX_TRY(open_member(rd, &rl_stats[i], &rd->stats[i], &rows[i]));
+    }
     rd->n_steps = rows[RL_ST_STEP];
     for (int i = 0; i < RL_N_STATS; i++)
-        if (rows[i] < rd->n_steps)
+        if (rows[i] >= 0 && rows[i] < rd->n_steps)
             return mpx_fail(MPX_ERR_INPUT, "%s: %s has %lld rows but /stats/step has %lld",
                             rd->where, rl_stats[i].path, (long long)rows[i],
                             (long long)rd->n_steps);
@@ -367,6 +374,27 @@ static mpx_status export_scale(reader *rd, int64_t l0, int64_t l1, int64_t k0, i
     return st;
 }
 
+/* What each step's optimizer update did to each layer's stored parameters (stats.h: update_*). */
+static mpx_status export_updates(reader *rd, int64_t l0, int64_t l1, int64_t k0, int64_t k1,
+                                 FILE *out) {
+    enum { FIRST = RL_ST_UPDATE_NONZERO, LAST = RL_ST_UPDATE_ERROR, N = LAST - FIRST + 1 };
+    if (rd->stats[FIRST] < 0)
+        return mpx_fail(MPX_ERR_INPUT, "%s has no lost-update statistics (%s): it was written "
+                        "by an mpx from before them", rd->where, rl_stats[FIRST].path);
+    void *b[N] = {0};
+    mpx_status st = alloc_stats_rows(rd, FIRST, LAST, b);
+    if (st == MPX_OK) fputs("step\tlayer\tname\tkind\tupdate_nonzero\tupdate_lost\tupdate_error\n", out);
+    for (int64_t k = k0; st == MPX_OK && k < k1; k++) {
+        if ((st = read_stats_row(rd, FIRST, LAST, k, b)) != MPX_OK) break;
+        for (int64_t l = l0; l < l1; l++)
+            fprintf(out, "%" PRId64 "\t%" PRId64 "\t%s\t%s\t%" PRIu64 "\t%.17g\t%.17g\n",
+                    rd->steps[k], l, rd->names[l], rd->kinds[l], ((uint64_t *)b[0])[l],
+                    ((double *)b[1])[l], ((double *)b[2])[l]);
+    }
+    for (int i = 0; i < N; i++) free(b[i]);
+    return st;
+}
+
 static void print_hist(FILE *out, int64_t step, const char *layer, const char *name,
                        const char *tensor, const uint64_t *h) {
     uint64_t total = 0;
@@ -425,13 +453,17 @@ static int cmp_float(const void *a, const void *b) {
 }
 
 static mpx_status export_summary(reader *rd, FILE *out) {
-    static const char *const attrs[] = {"model", "dataset", "precision", "scaling", "seed"};
-    char *val[5] = {0}, *stopped = NULL;
+    /* the last three are newer than some run files: "-" where absent */
+    static const char *const attrs[] = {"model", "dataset",    "precision", "scaling",
+                                        "seed",  "git_commit", "threads",   "host"};
+    enum { NA = sizeof attrs / sizeof *attrs };
+    char *val[NA] = {0}, *stopped = NULL;
     void *tc[RL_N_TRAIN] = {0}, *ec[RL_N_EVAL] = {0};
     int64_t nt = 0, ne = 0;
     mpx_status st = MPX_OK;
-    for (int i = 0; i < 5 && st == MPX_OK; i++)
-        st = mpx_h5_attr_read_text(rd->file, attrs[i], &val[i], rd->where);
+    for (int i = 0; i < NA && st == MPX_OK; i++)
+        if (i < 5 || H5Aexists(rd->file, attrs[i]) > 0)
+            st = mpx_h5_attr_read_text(rd->file, attrs[i], &val[i], rd->where);
     if (st == MPX_OK && H5Aexists(rd->file, "stopped") > 0)
         st = mpx_h5_attr_read_text(rd->file, "stopped", &stopped, rd->where);
     if (st == MPX_OK) st = read_series(rd, rl_train, RL_N_TRAIN, tc, &nt);
@@ -445,18 +477,20 @@ static mpx_status export_summary(reader *rd, FILE *out) {
             median = sps[(nt - first) / 2];
         }
         fprintf(out, "model\tdataset\tprecision\tscaling\tseed\tsteps\tfinal_loss\teval_step\t"
-                     "eval_loss\tmetric\tskipped\tsamples_per_s\twall_s\tstopped\n");
+                     "eval_loss\tmetric\tskipped\tsamples_per_s\twall_s\tstopped\tgit_commit\t"
+                     "threads\thost\n");
         fprintf(out, "%s\t%s\t%s\t%s\t%s\t%" PRId64 "\t%.9g\t%" PRId64 "\t%.9g\t%.9g\t%" PRId64
-                     "\t%.9g\t%.17g\t%s\n",
+                     "\t%.9g\t%.17g\t%s\t%s\t%s\t%s\n",
                 val[0], val[1], val[2], val[3], val[4],
                 nt ? ((int64_t *)tc[RL_TR_STEP])[nt - 1] + 1 : 0,
                 nt ? ((float *)tc[RL_TR_LOSS])[nt - 1] : NAN,
                 ne ? ((int64_t *)ec[RL_EV_STEP])[ne - 1] : 0,
                 ne ? ((float *)ec[RL_EV_LOSS])[ne - 1] : NAN,
                 ne ? ((float *)ec[RL_EV_METRIC])[ne - 1] : NAN, skipped, median,
-                nt ? ((double *)tc[RL_TR_WALL])[nt - 1] : 0.0, stopped ? stopped : "-");
+                nt ? ((double *)tc[RL_TR_WALL])[nt - 1] : 0.0, stopped ? stopped : "-",
+                val[5] ? val[5] : "-", val[6] ? val[6] : "-", val[7] ? val[7] : "-");
     }
-    for (int i = 0; i < 5; i++) free(val[i]);
+    for (int i = 0; i < NA; i++) free(val[i]);
     free(stopped);
     for (int i = 0; i < RL_N_TRAIN; i++) free(tc[i]);
     for (int i = 0; i < RL_N_EVAL; i++) free(ec[i]);
@@ -480,9 +514,9 @@ static mpx_status check_opts(const char *what, const mpx_export_opts *o, int lay
 }
 
 static int known_export(const char *what) {
-    static const char *const names[] = {"train", "eval", "layers", "hist", "underflow", "scale",
-                                        "summary"};
-    for (int i = 0; i < 7; i++)
+    static const char *const names[] = {"train", "eval",    "layers", "hist",
+                                        "underflow", "scale", "updates", "summary"};
+    for (int i = 0; i < 8; i++)
         if (strcmp(what, names[i]) == 0) return 1;
     return 0;
 }
@@ -515,6 +549,7 @@ static mpx_status export_any(reader *rd, const char *what, const mpx_export_opts
     MPX_TRY(select_step(rd, o->step, &k0, &k1));
     if (hist) return export_hist(rd, l0, l1, k0, k1, o->pooled, out);
     if (strcmp(what, "underflow") == 0) return export_underflow(rd, l0, l1, k0, k1, out);
+    if (strcmp(what, "updates") == 0) return export_updates(rd, l0, l1, k0, k1, out);
     return export_scale(rd, l0, l1, k0, k1, out);
 }
 
@@ -524,7 +559,7 @@ mpx_status mpx_runlog_export(const char *path, const char *what, const mpx_expor
     if (!known_export(what))
         return mpx_fail(MPX_ERR_INPUT,
                         "unknown export '%s' (train, eval, layers, hist, underflow, "
-                        "scale or summary)",
+                        "scale, updates or summary)",
                         what);
     reader rd;
     mpx_status st = reader_open(path, &rd);

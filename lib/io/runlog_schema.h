@@ -65,6 +65,7 @@ enum {
     RL_ST_SCALE, RL_ST_LAYER_SCALE,
     RL_ST_G_MEAN, RL_ST_G_STD, RL_ST_G_MIN, RL_ST_G_MAX,
     RL_ST_W_MEAN, RL_ST_W_STD, RL_ST_W_MIN, RL_ST_W_MAX,
+    RL_ST_UPDATE_NONZERO, RL_ST_UPDATE_LOST, RL_ST_UPDATE_ERROR,
     RL_ST_STEP, RL_N_STATS
 };
 static const rl_dset rl_stats[RL_N_STATS] = {
@@ -92,6 +93,9 @@ static const rl_dset rl_stats[RL_N_STATS] = {
     {"/stats/w_std", RL_F32, 2, 16, RL_LAYER(w_std)},
     {"/stats/w_min", RL_F32, 2, 16, RL_LAYER(w_min)},
     {"/stats/w_max", RL_F32, 2, 16, RL_LAYER(w_max)},
+    {"/stats/update_nonzero", RL_U64, 2, 16, RL_LAYER(update_nonzero)},
+    {"/stats/update_lost", RL_F64, 2, 16, RL_LAYER(update_lost)},
+    {"/stats/update_error", RL_F64, 2, 16, RL_LAYER(update_error)},
     {"/stats/step", RL_I64, 1, 64, RL_SRC_STEP, 0},
 };
 #undef RL_CAST

@@ -6,7 +6,8 @@
  * on the thread count (same seed and threads -> same trajectory). The per-parameter sums land in
  * backend memory and are read with one download; in training the backward pass has read them
  * already with the step's status (mpx_graph_grad_norm), so SGD and AdamW updates make the host
- * wait for nothing and LAMB waits once for its trust ratios.
+ * wait for nothing and LAMB waits once for its trust ratios. State the policy keeps in storage
+ * is rounded into the low format after each update with the policy's rounding (round_state).
  */
 #include "mpx/optim.h"
 
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "mpx/backend.h"
+#include "mpx/precision.h"
 
 struct mpx_optimizer {
     mpx_graph *g;
@@ -27,6 +29,15 @@ struct mpx_optimizer {
      * written by the backend and read with one download: one wait per reduction, not one per
      * parameter. */
     double *dev_sums, *host_sums;
+    /* The low format the state lives in (F32: FP32 state) and a buffer of the largest
+     * parameter's size in it, through which round_state passes the state. */
+    mpx_dtype state_dtype;
+    void *state_tmp;
+    /* mpx_optimizer_watch: the next update writes each element's d into delta[i] (backend
+     * memory); host copies of the stored parameters before (w0) and after (w1) and of d. */
+    int watching, watched;
+    float **delta;
+    float *w0, *w1, *d;
 };
 
 int mpx_optimizer_parse(const char *name) {
@@ -65,6 +76,17 @@ mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_opti
             return mpx_fail(MPX_ERR_NOMEM, "out of memory for optimizer state on %s", be->name);
         }
     }
+    o->state_dtype = mpx_precision_dtype(mpx_graph_precision(g), MPX_ROLE_OPT_STATE);
+    if (o->state_dtype != MPX_F32) {
+        int64_t most = 1;
+        for (int i = 0; i < np; i++)
+            if (mpx_graph_param(g, i)->numel > most) most = mpx_graph_param(g, i)->numel;
+        o->state_tmp = be->alloc((size_t)most * mpx_dtype_size(o->state_dtype));
+        if (!o->state_tmp) {
+            mpx_optimizer_free(o);
+            return mpx_fail(MPX_ERR_NOMEM, "out of memory for optimizer state on %s", be->name);
+        }
+    }
     *out = o;
     return MPX_OK;
 }
@@ -75,6 +97,14 @@ void mpx_optimizer_free(mpx_optimizer *o) {
     for (int i = 0; i < np * o->n_state; i++)
         if (o->state[i]) o->be->free(o->state[i]);
     if (o->dev_sums) o->be->free(o->dev_sums);
+    if (o->state_tmp) o->be->free(o->state_tmp);
+    if (o->delta)
+        for (int i = 0; i < np; i++)
+            if (o->delta[i]) o->be->free(o->delta[i]);
+    free(o->delta);
+    free(o->w0);
+    free(o->w1);
+    free(o->d);
     free(o->host_sums);
     free(o->state);
     free(o);
@@ -99,8 +129,30 @@ static mpx_adamw_step adam_step(const mpx_optim_cfg *c, int64_t steps, double lr
                         (float)(1.0 - pow(c->beta1, (double)steps)),
                         (float)(1.0 - pow(c->beta2, (double)steps)),
                         wd,
-                        clip};
+                        clip,
+                        NULL};
     return s;
+}
+
+/* Where the update of parameter i writes its d: its delta buffer while watching, else nowhere. */
+static float *delta_of(const mpx_optimizer *o, int i) { return o->watching ? o->delta[i] : NULL; }
+
+/* The state of parameter i rounded into the policy's low format (the policy's rounding; a
+ * stochastic stream per step, parameter and state array). Two passes through state_tmp. */
+static void round_state(mpx_optimizer *o, int i) {
+    if (o->state_dtype == MPX_F32) return;
+    const mpx_precision *p = mpx_graph_precision(o->g);
+    const size_t n = (size_t)mpx_graph_param(o->g, i)->numel;
+    for (int k = 0; k < o->n_state; k++) {
+        mpx_cast_spec s = mpx_cast_plain(o->state_dtype);
+        s.rounding = p->rounding;
+        s.seed = p->seed;
+        /* graph_exec.c's stream layout (step, id, kind) with kinds past the graph's 1..5 */
+        s.stream = ((uint64_t)o->steps << 24) ^ ((uint64_t)(unsigned)i << 4) ^ (uint64_t)(8 + k);
+        float *x = o->state[i * o->n_state + k];
+        o->be->cast(&s, x, o->state_tmp, n);
+        o->be->decode(o->state_dtype, o->state_tmp, x, n);
+    }
 }
 
 /* Download the first n sums (the reduction's one wait) and report a backend failure. */
@@ -141,6 +193,7 @@ mpx_status mpx_optimizer_step_norm(mpx_optimizer *o, double lr, double norm) {
             mpx_adamw_step s = adam_step(c, o->steps, lr, wd, clip);
             o->be->lamb_direction(p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
                                   (size_t)p->numel, &s);
+            round_state(o, i);
             o->be->sumsq(p->master, (size_t)p->numel, &o->dev_sums[np + 2 * i]);
             o->be->sumsq(p->grad, (size_t)p->numel, &o->dev_sums[np + 2 * i + 1]);
         }
@@ -149,21 +202,99 @@ mpx_status mpx_optimizer_step_norm(mpx_optimizer *o, double lr, double norm) {
             mpx_param *p = mpx_graph_param(o->g, i);
             double wn = sqrt(o->host_sums[np + 2 * i]), un = sqrt(o->host_sums[np + 2 * i + 1]);
             double trust = wn > 0 && un > 0 ? wn / un : 1.0;
-            o->be->scaled_sub(p->master, p->grad, (size_t)p->numel, (float)(lr * trust));
+            o->be->scaled_sub(p->master, p->grad, (size_t)p->numel, (float)(lr * trust),
+                              delta_of(o, i));
         }
+        o->watched = o->watching;
         return MPX_OK;
     }
     for (int i = 0; i < np; i++) {
         mpx_param *p = mpx_graph_param(o->g, i);
         const float wd = p->decay ? (float)c->weight_decay : 0.0f;
         if (c->kind == MPX_OPT_SGD) {
-            mpx_sgd_step s = {(float)lr, (float)c->momentum, wd, clip, c->nesterov};
+            mpx_sgd_step s = {(float)lr, (float)c->momentum, wd, clip, c->nesterov, delta_of(o, i)};
             o->be->sgd_update(p->master, p->grad, o->state[i], (size_t)p->numel, &s);
         } else {
             mpx_adamw_step s = adam_step(c, o->steps, lr, wd, clip);
+            s.delta = delta_of(o, i);
             o->be->adamw_update(p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
                                 (size_t)p->numel, &s);
         }
+        round_state(o, i);
+    }
+    o->watched = o->watching;
+    return MPX_OK;
+}
+
+/* Host copies of every parameter's master (stored values) into dst, in parameter order. */
+static void download_masters(mpx_optimizer *o, float *dst) {
+    for (int i = 0; i < mpx_graph_n_params(o->g); i++) {
+        mpx_param *p = mpx_graph_param(o->g, i);
+        o->be->download(dst, p->master, (size_t)p->numel * sizeof(float));
+        dst += p->numel;
+    }
+}
+
+mpx_status mpx_optimizer_watch(mpx_optimizer *o) {
+    const int np = mpx_graph_n_params(o->g);
+    const size_t total = (size_t)mpx_graph_param_count(o->g);
+    if (!o->delta) {
+        o->delta = mpx_calloc((size_t)(np > 0 ? np : 1), sizeof *o->delta);
+        o->w0 = malloc((total ? total : 1) * sizeof(float));
+        o->w1 = malloc((total ? total : 1) * sizeof(float));
+        o->d = malloc((total ? total : 1) * sizeof(float));
+        if (!o->delta || !o->w0 || !o->w1 || !o->d)
+            return mpx_fail(MPX_ERR_NOMEM, "out of memory for the lost-update statistics");
+        for (int i = 0; i < np; i++) {
+            o->delta[i] = o->be->alloc((size_t)mpx_graph_param(o->g, i)->numel * sizeof(float));
+            if (!o->delta[i])
+                return mpx_fail(MPX_ERR_NOMEM, "out of memory for the lost-update statistics on %s",
+                                o->be->name);
+        }
+    }
+    download_masters(o, o->w0);
+    o->watching = 1;
+    o->watched = 0;
+    mpx_status st = o->be->last_error();
+    return st == MPX_OK ? MPX_OK : mpx_fail_context(st, "optimizer: keeping the parameters");
+}
+
+mpx_status mpx_optimizer_watched(mpx_optimizer *o, mpx_layer_stats *stats) {
+    const int updated = o->watched;
+    o->watching = o->watched = 0;
+    if (!updated) return MPX_OK;
+    download_masters(o, o->w1);
+    float *d = o->d;
+    for (int i = 0; i < mpx_graph_n_params(o->g); i++) {
+        mpx_param *p = mpx_graph_param(o->g, i);
+        o->be->download(d, o->delta[i], (size_t)p->numel * sizeof(float));
+        d += p->numel;
+    }
+    mpx_status st = o->be->last_error();
+    if (st != MPX_OK) return mpx_fail_context(st, "optimizer: reading the updates");
+    size_t off = 0;
+    for (int i = 0; i < mpx_graph_n_params(o->g); i++) {
+        const int64_t n = mpx_graph_param(o->g, i)->numel;
+        const int layer = mpx_graph_param_layer(o->g, i);
+        uint64_t nonzero = 0, lost = 0;
+        double err = 0;
+        for (int64_t k = 0; k < n; k++) {
+            const double dk = o->d[off + k];
+            if (dk == 0) continue;
+            const double w0 = o->w0[off + k], w1 = o->w1[off + k];
+            nonzero++;
+            lost += w1 == w0;
+            err += fabs((w1 - w0) + dk) / fabs(dk);
+        }
+        off += (size_t)n;
+        if (layer < 0) continue;
+        /* pooled with the layer's other parameters: the fractions weighted by their counts */
+        mpx_layer_stats *ls = &stats[layer];
+        const double had = (double)ls->update_nonzero, all = had + (double)nonzero;
+        if (all == 0) continue;
+        ls->update_lost = (ls->update_lost * had + (double)lost) / all;
+        ls->update_error = (ls->update_error * had + err) / all;
+        ls->update_nonzero += nonzero;
     }
     return MPX_OK;
 }

@@ -99,6 +99,11 @@ const mpx_cfg_key mpx_run_schema[] = {
      "fp16/bf16 on a GPU: operators read and write the 16-bit storage themselves; false: the "
      "executor decodes it into FP32 scratch and rounds results back, as on the CPU (the same "
      "bits; a speed baseline; no effect on the CPU)"},
+    {"precision", "master_weights", MPX_CFG_BOOL, "true", NULL, NR,
+     "fp16/bf16: FP32 master copies of the 16-bit parameters (the MPT recipe); false: the "
+     "optimizer updates the stored weights, w <- round(w - lr u) under precision.rounding"},
+    {"precision", "optimizer_state", MPX_CFG_ENUM, "fp32", "fp32|storage", NR,
+     "momentum and Adam moments in FP32, or rounded into the 16-bit format after each update"},
     {"precision", "scaling", MPX_CFG_ENUM, "none", "none|fixed|dynamic|adaptive|adaptive-quantile",
      NR, "loss-scaling method"},
     {"precision", "loss_scale", MPX_CFG_FLOAT, "1", NULL, 1e-30, 1e30,
@@ -112,6 +117,10 @@ const mpx_cfg_key mpx_run_schema[] = {
      "dynamic: back off on the N-th overflow since the last change"},
     {"precision", "min_scale", MPX_CFG_FLOAT, "0", NULL, 0, 1e30, "dynamic: floor; 0: none"},
     {"precision", "max_scale", MPX_CFG_FLOAT, "0", NULL, 0, 1e30, "dynamic: ceiling; 0: none"},
+    {"precision", "als", MPX_CFG_ENUM, "mpx", "mpx|reference", NR,
+     "adaptive: mpx's rules, or the 2019 ada-loss code in every point (u_max 6e4, merges tested "
+     "on stored magnitudes and added in FP16, FP16 unscaling, factors every step, float32 "
+     "power of two, factor applied to the FP16 gradient before the GEMM); fp16 only"},
     {"precision", "n_uf", MPX_CFG_FLOAT, "1e-3", NULL, 1e-12, 0.5, "adaptive: underflow fraction"},
     {"precision", "u_min", MPX_CFG_FLOAT, "6e-8", NULL, 1e-45, 1, "adaptive: smallest value kept"},
     {"precision", "u_max", MPX_CFG_FLOAT, "65504", NULL, 1, 1e38, "adaptive: overflow limit"},
@@ -196,6 +205,33 @@ static mpx_status parse_milestones(const mpx_config *cfg, mpx_lr_schedule *lr) {
         if (m[i] == 0) return contradiction(cfg, "train.milestones", "milestones are positive steps");
         lr->milestones[i] = m[i] > 0 ? m[i] : 0;
     }
+    return MPX_OK;
+}
+
+/* precision.als = reference: the 2019 code's defaults where the config does not choose
+ * otherwise (u_max 6e4, factors every step, weight gradients unscaled in FP16), written into the
+ * config so that the resolved text a run file stores says so; and the code's setting: FP16,
+ * adaptive, round to nearest. */
+static mpx_status als_version(mpx_config *cfg, const mpx_run_cfg *rc, mpx_scaling_cfg *s) {
+    s->als = (mpx_als_version)mpx_als_parse(mpx_cfg_str(cfg, "precision.als"));
+    if (s->als != MPX_ALS_REFERENCE) return MPX_OK;
+    if (s->method != MPX_SCALING_ADAPTIVE)
+        return contradiction(cfg, "precision.als", "the reference is the 2019 code's adaptive "
+                             "scaling (precision.scaling = adaptive)");
+    if (rc->precision.mode != MPX_MODE_FP16 || rc->precision.rounding != MPX_ROUND_RNE)
+        return contradiction(cfg, "precision.als", "the 2019 code trains in FP16 with round to "
+                             "nearest (precision.mode = fp16, precision.rounding = rne)");
+    static const char *const keys[3][2] = {
+        {"u_max", "6e4"}, {"update_every", "1"}, {"unscale_fp16", "true"}};
+    for (int i = 0; i < 3; i++) {
+        char dotted[64];
+        snprintf(dotted, sizeof dotted, "precision.%s", keys[i][0]);
+        if (!mpx_cfg_is_set(cfg, dotted))
+            MPX_TRY(mpx_config_set(cfg, "precision", keys[i][0], keys[i][1],
+                                   "precision.als = reference"));
+    }
+    s->u_max = mpx_cfg_float(cfg, "precision.u_max");
+    s->update_every = (int)mpx_cfg_int(cfg, "precision.update_every");
     return MPX_OK;
 }
 
@@ -313,6 +349,12 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
         return contradiction(cfg, "precision.mode", "unknown mode or rounding");
     rc->precision.tensor_cores = mpx_cfg_bool(cfg, "precision.tensor_cores");
     rc->precision.direct_io = mpx_cfg_bool(cfg, "precision.direct_io");
+    const int masters = mpx_cfg_bool(cfg, "precision.master_weights");
+    const int state16 = strcmp(mpx_cfg_str(cfg, "precision.optimizer_state"), "storage") == 0;
+    if (mpx_precision_set_masters(&rc->precision, masters, state16) != 0)
+        return contradiction(cfg, masters ? "precision.optimizer_state" : "precision.master_weights",
+                             "needs precision.mode = fp16 or bf16 (fp32 and tf32 store FP32 "
+                             "weights and state)");
     mpx_scaling_cfg *s = &rc->scaling;
     mpx_scaling_defaults(s);
     s->method = mpx_scaling_parse(mpx_cfg_str(cfg, "precision.scaling"));
@@ -331,6 +373,7 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
     s->accum_bound = mpx_cfg_float(cfg, "precision.accum_bound");
     s->update_every = (int)mpx_cfg_int(cfg, "precision.update_every");
     s->quantile = mpx_cfg_float(cfg, "precision.quantile");
+    MPX_TRY(als_version(cfg, rc, s));
     s->unscale_fp16 = mpx_cfg_bool(cfg, "precision.unscale_fp16");
 
     static const char *const dynamic_keys[] = {
@@ -340,7 +383,7 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
     static const char *const adaptive_keys[] = {
         "precision.n_uf", "precision.u_min", "precision.u_max", "precision.scale_bound",
         "precision.accum_bound", "precision.update_every", "precision.quantile",
-        "precision.unscale_fp16", NULL};
+        "precision.unscale_fp16", "precision.als", NULL};
     static const char *const loss_scale_key[] = {"precision.loss_scale", NULL};
     if (rc->precision.low == MPX_F32 && s->method != MPX_SCALING_NONE)
         return contradiction(cfg, "precision.scaling",

@@ -140,14 +140,28 @@ double mpx_als_bound(const mpx_scaling_cfg *c, double unbound, double s_prev) {
     double s = unbound;
     s = fmin(s, c->accum_bound / s_prev);
     s = fmin(s, c->scale_bound);
+    if (c->als == MPX_ALS_REFERENCE) {
+        /* bound_loss_scale_by_heuristics ends in .astype(float32); get_power_of_two_scale takes
+         * np.log2 of that float32 (a float32 result) and np.power(2, np.floor(...)). */
+        const float s32 = (float)s;
+        return exp2((double)floorf(log2f(s32)));
+    }
     return exp2(floor(log2(s)));
 }
 
+int mpx_als_parse(const char *name) {
+    if (strcmp(name, "mpx") == 0) return MPX_ALS_MPX;
+    if (strcmp(name, "reference") == 0) return MPX_ALS_REFERENCE;
+    return -1;
+}
+
 double mpx_als_merge_target(const mpx_scaling_cfg *c, int k, const double *S, const double *absmax) {
-    /* Largest unscaled magnitude over the branches: the target must keep it below u_max. */
+    /* The magnitude a target must keep below u_max: the largest unscaled one (mpx), or the
+     * largest stored one as the 2019 code tests it (rescaling in ada_loss.py). */
+    const int ref = c->als == MPX_ALS_REFERENCE;
     double m = 0, s_min = INFINITY, best = 0;
     for (int i = 0; i < k; i++) {
-        m = fmax(m, absmax[i] / S[i]);
+        m = fmax(m, ref ? absmax[i] : absmax[i] / S[i]);
         s_min = fmin(s_min, S[i]);
     }
     for (int i = 0; i < k; i++)
@@ -156,5 +170,6 @@ double mpx_als_merge_target(const mpx_scaling_cfg *c, int k, const double *S, co
     /* None fits: start from the smallest scale and halve while >= 1/8 (the 2019 code). */
     double t = s_min;
     while (t >= 0.125 && !(m * t < c->u_max)) t *= 0.5;
+    if (ref && !(m * t < c->u_max)) return 0; /* the code raises here */
     return t;
 }

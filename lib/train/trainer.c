@@ -117,16 +117,31 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
         mpx_backward_opts bo = {&rc->scaling, injected(&rc->train, step) ? scale * 0x1p100 : scale, step,
                                 stats_due ? t->stats : NULL};
         int64_t nonfinite = 0;
-        MPX_TRY(mpx_graph_backward(t->g, &bo, &nonfinite));
+        mpx_status bst = mpx_graph_backward(t->g, &bo, &nonfinite);
+        if (bst == MPX_ERR_NUMERIC) {
+            /* A numerical failure the method stops on (als = reference: a merge without a
+             * target, where the 2019 code raises): the run ends as diverged, with the reason. */
+            char why[512];
+            snprintf(why, sizeof why, "diverged at step %lld: %.460s", (long long)step,
+                     mpx_error_message());
+            MPX_TRY(mpx_runlog_mark_stopped(t->log, why));
+            res->stopped_early = 1;
+            res->steps_done = step;
+            st = mpx_fail(MPX_ERR_NUMERIC, "%s", why);
+            break;
+        }
+        MPX_TRY(bst);
         /* Read with the non-finite count (the step's one wait on a device). */
         double loss = mpx_graph_loss(t->g);
         int loss_bad = !isfinite(loss);
         int skip = mpx_scaler_update(&t->scaler, nonfinite > 0 || loss_bad);
         double lr = mpx_lr_at(&rc->train.lr, step);
+        if (stats_due) MPX_TRY(mpx_optimizer_watch(t->opt));
         if (!skip) {
             MPX_TRY(mpx_optimizer_step_norm(t->opt, lr, mpx_graph_grad_norm(t->g)));
             MPX_TRY(mpx_graph_sync_weights(t->g, step + 1));
         }
+        if (stats_due) MPX_TRY(mpx_optimizer_watched(t->opt, t->stats));
         t->train_time += mpx_now() - t0;
         last_loss = loss;
 

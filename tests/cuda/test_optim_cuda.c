@@ -4,7 +4,8 @@
  *
  * Every comparison is exact (the same bits for weights and state): the kernels perform the
  * CPU's IEEE operations in the CPU's order with no fused multiply-add (lib/cuda/optim.cu), and
- * sumsq keeps the CPU's block order. The data are finite, as the optimizer guarantees (it
+ * sumsq keeps the CPU's block order. The last step of each also writes the per-element update
+ * (the step structs' delta, for the lost-update statistics), compared the same way. The data are finite, as the optimizer guarantees (it
  * refuses a non-finite gradient norm). Skipped (77) when there is no CUDA device.
  */
 #include <cuda_runtime_api.h>
@@ -23,7 +24,7 @@
         REQUIRE_VOID(e_ == cudaSuccess, "%s: %s", #expr, cudaGetErrorString(e_));                  \
     } while (0)
 
-enum { NARR = 4 }; /* w, g, and up to two state arrays */
+enum { NARR = 5, DELTA = 4 }; /* w, g, up to two state arrays, the update written (delta) */
 
 static const mpx_backend *cpu, *gpu;
 static const size_t n = (1u << 20) + 13;
@@ -81,12 +82,15 @@ static void test_sgd(int nesterov, float wd, float clip) {
     char what[64];
     snprintf(what, sizeof what, "sgd nesterov %d wd %g clip %g", nesterov, (double)wd,
              (double)clip);
-    mpx_sgd_step s = {0.1f, 0.9f, wd, clip, nesterov};
+    mpx_sgd_step s = {0.1f, 0.9f, wd, clip, nesterov, NULL};
     for (int step = 0; step < 3; step++) {
-        cpu->sgd_update(a.h[0], a.h[1], a.h[2], n, &s);
-        gpu->sgd_update(a.d[0], a.d[1], a.d[2], n, &s);
+        mpx_sgd_step sh = s, sd = s;
+        if (step == 2) sh.delta = a.h[DELTA], sd.delta = a.d[DELTA];
+        cpu->sgd_update(a.h[0], a.h[1], a.h[2], n, &sh);
+        gpu->sgd_update(a.d[0], a.d[1], a.d[2], n, &sd);
         compare(&a, 0, what, step);
         compare(&a, 2, what, step);
+        compare(&a, DELTA, what, step);
         new_grad(&a, 200 + (uint64_t)step);
     }
     arrays_free(&a);
@@ -104,7 +108,8 @@ static mpx_adamw_step adam_step(int64_t t, float lr, float wd, float clip) {
                         (float)(1.0 - pow(b1, (double)t)),
                         (float)(1.0 - pow(b2, (double)t)),
                         wd,
-                        clip};
+                        clip,
+                        NULL};
     return s;
 }
 
@@ -114,9 +119,10 @@ static void test_adamw(float wd, float clip) {
     char what[64];
     snprintf(what, sizeof what, "adamw wd %g clip %g", (double)wd, (double)clip);
     for (int step = 1; step <= 3; step++) {
-        mpx_adamw_step s = adam_step(step, 1e-3f, wd, clip);
-        cpu->adamw_update(a.h[0], a.h[1], a.h[2], a.h[3], n, &s);
-        gpu->adamw_update(a.d[0], a.d[1], a.d[2], a.d[3], n, &s);
+        mpx_adamw_step sh = adam_step(step, 1e-3f, wd, clip), sd = sh;
+        if (step == 3) sh.delta = a.h[DELTA], sd.delta = a.d[DELTA];
+        cpu->adamw_update(a.h[0], a.h[1], a.h[2], a.h[3], n, &sh);
+        gpu->adamw_update(a.d[0], a.d[1], a.d[2], a.d[3], n, &sd);
         for (int k = 0; k < NARR; k++)
             if (k != 1) compare(&a, k, what, step);
         new_grad(&a, 400 + (uint64_t)step);
@@ -127,7 +133,8 @@ static void test_adamw(float wd, float clip) {
 /* optim.c's LAMB step, on one backend (its sums land in backend memory: `sums` holds two
  * doubles there). */
 static void lamb_step(const mpx_backend *be, float *w, float *g, float *m, float *v,
-                      const mpx_adamw_step *s, double lr, double *sums, double *trust) {
+                      const mpx_adamw_step *s, double lr, double *sums, double *trust,
+                      float *delta) {
     be->lamb_direction(w, g, m, v, n, s);
     double host[2];
     be->sumsq(w, n, &sums[0]);
@@ -135,7 +142,7 @@ static void lamb_step(const mpx_backend *be, float *w, float *g, float *m, float
     be->download(host, sums, sizeof host);
     double wn = sqrt(host[0]), un = sqrt(host[1]);
     *trust = wn > 0 && un > 0 ? wn / un : 1.0;
-    be->scaled_sub(w, g, n, (float)(lr * *trust));
+    be->scaled_sub(w, g, n, (float)(lr * *trust), delta);
 }
 
 static void test_lamb(void) {
@@ -146,8 +153,10 @@ static void test_lamb(void) {
     for (int step = 1; step <= 3; step++) {
         mpx_adamw_step s = adam_step(step, 1e-3f, 0.01f, 0.5f);
         double tc, tg, hsums[2];
-        lamb_step(cpu, a.h[0], a.h[1], a.h[2], a.h[3], &s, 1e-3, hsums, &tc);
-        lamb_step(gpu, a.d[0], a.d[1], a.d[2], a.d[3], &s, 1e-3, dsums, &tg);
+        lamb_step(cpu, a.h[0], a.h[1], a.h[2], a.h[3], &s, 1e-3, hsums, &tc,
+                  step == 3 ? a.h[DELTA] : NULL);
+        lamb_step(gpu, a.d[0], a.d[1], a.d[2], a.d[3], &s, 1e-3, dsums, &tg,
+                  step == 3 ? a.d[DELTA] : NULL);
         CHECK(memcmp(&tc, &tg, sizeof tc) == 0, "lamb step %d: trust %.17g / %.17g", step, tc, tg);
         for (int k = 0; k < NARR; k++) compare(&a, k, "lamb", step);
         new_grad(&a, 600 + (uint64_t)step);

@@ -60,6 +60,15 @@ expect 2 "nocache.*noshared|noshared.*nocache" -- "$MPX" train "$tmp/nodata.cfg"
 expect 0 "resnet20, tf32, none scaling" -- "$MPX" train "$tmp/ok.cfg" precision.mode=tf32 --out "$tmp/tf32.h5"
 expect 2 "command line: precision.scaling = dynamic: loss scaling needs.*tf32" -- "$MPX" train "$tmp/ok.cfg" precision.mode=tf32 precision.scaling=dynamic --out "$tmp/r.h5"
 expect 2 "command line: \[precision\] tensor_cores = maybe" -- "$MPX" train "$tmp/ok.cfg" precision.tensor_cores=maybe --out "$tmp/r.h5"
+expect 2 "command line: precision.master_weights = false: needs precision.mode = fp16 or bf16" -- "$MPX" train "$tmp/ok.cfg" precision.master_weights=false --out "$tmp/r.h5"
+expect 2 "command line: precision.als = reference: the 2019 code trains in FP16" -- "$MPX" train "$tmp/ok.cfg" precision.mode=bf16 precision.scaling=adaptive precision.als=reference --out "$tmp/r.h5"
+expect 2 "command line: \[precision\] optimizer_state = fp8" -- "$MPX" train "$tmp/ok.cfg" precision.optimizer_state=fp8 --out "$tmp/r.h5"
+# Without master weights the run file holds the lost-update statistics of every stats step.
+expect 0 "resnet20, fp16, dynamic scaling" -- "$MPX" train "$tmp/ok.cfg" precision.mode=fp16 precision.scaling=dynamic precision.master_weights=false --out "$tmp/pure.h5"
+expect 0 "update_lost" -- "$MPX" export "$tmp/pure.h5" updates --step 1
+checks=$((checks + 1))
+"$MPX" export "$tmp/pure.h5" updates | awk -F'\t' 'NR > 1 && $5 > 0 { n++ } END { exit !(n > 0) }' ||
+  { fails=$((fails + 1)); echo "FAIL: no layer with nonzero updates in the updates export"; }
 expect 2 "unknown option '--frce'" -- "$MPX" train "$tmp/ok.cfg" --frce
 expect 2 "missing CONFIG" -- "$MPX" train
 

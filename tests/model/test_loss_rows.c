@@ -85,7 +85,7 @@ static void compare_logits(const char *mode) {
     float *l[2] = {NULL, NULL};
     int n = 0;
     for (int k = 0; k < 2; k++) {
-        variant v = {"bert", mode, "none", "rne", 0, 0, 0, k == 0, 1, 0, 0, 0};
+        variant v = {"bert", mode, "none", "rne", 0, 0, 0, k == 0, 1, 0, 0, 0, 0, 0};
         mpx_graph *g = build(&v, mpx_backend_cpu());
         CHECK_OK(mpx_graph_forward(g, 1));
         int t = mpx_graph_find_tensor(g, "mlm.decoder");
@@ -120,14 +120,14 @@ static void compare_logits(const char *mode) {
 
 int main(void) {
     static const variant vs[] = {
-        {"bert", "fp32", "none", "rne", 0, 0, 0, 0, 1, 0, 0, 0},
-        {"bert", "fp16", "none", "rne", 0, 0, 0, 0, 1, 0, 0, 0},
-        {"bert", "fp16", "dynamic", "rne", 0, 0, 0, 0, 1, 0, 0, 0},
-        {"bert", "fp16", "adaptive", "rne", 0, 0, 0, 0, 1, 0, 0, 0},
-        {"bert", "fp16", "adaptive-quantile", "rne", 0, 0, 0, 0, 1, 0, 0, 0},
-        {"bert", "fp16", "adaptive", "stochastic", 0, 0, 0, 0, 1, 0, 0, 0},
-        {"bert", "bf16", "dynamic", "rne", 0, 0, 0, 0, 1, 0, 0, 0},
-        {"bert", "tf32", "none", "rne", 0, 0, 0, 0, 1, 0, 0, 0},
+        {"bert", "fp32", "none", "rne", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {"bert", "fp16", "none", "rne", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {"bert", "fp16", "dynamic", "rne", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {"bert", "fp16", "adaptive", "rne", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {"bert", "fp16", "adaptive-quantile", "rne", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {"bert", "fp16", "adaptive", "stochastic", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {"bert", "bf16", "dynamic", "rne", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {"bert", "tf32", "none", "rne", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) compare_rows(&vs[i]);
     compare_logits("fp32");

@@ -4,7 +4,10 @@
  *            min/max bounds, GradScaler defaults;
  *   fixed / none: constant scale, skip on non-finite;
  *   adaptive: threshold T, closed form on Gaussian data, underflow fraction, each bound,
- *            power of two, zero sigma, branch-merge targets; adaptive-quantile likewise.
+ *            power of two, zero sigma, branch-merge targets; adaptive-quantile likewise;
+ *   als = reference (the 2019 code): the float32 power of two (point f) and the merge target
+ *            on stored magnitudes with the code's error (point b), on cases where the two
+ *            versions differ, the expected values derived from the code's rule by hand.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -291,7 +294,74 @@ static void test_merge_target(void) {
     }
 }
 
+/* Point (f): ada_loss.py get_power_of_two_scale takes np.log2 of the float32 bounded scale, a
+ * float32 result, then floor. Just below 2^k that log2 rounds to k itself. */
+static void test_reference_power_of_two(void) {
+    mpx_scaling_cfg ref = adaptive_unbounded(), mpx = ref;
+    ref.als = MPX_ALS_REFERENCE;
+    /* 8 - 2^-21, the float32 below 8: log2 = 3 + log2(1 - 2^-24) = 3 - 8.6e-8, and the float32
+     * spacing below 3 is 2^-22 = 2.4e-7, so log2f gives 3.0f: the code takes 2^3 = 8; the exact
+     * floor is 2 (mpx: 4). */
+    const double below8 = (double)nextafterf(8.0f, 0.0f);
+    CHECK(mpx_als_bound(&ref, below8, 1.0) == 8, "reference, 8 - 2^-21: %g", mpx_als_bound(&ref, below8, 1.0));
+    CHECK(mpx_als_bound(&mpx, below8, 1.0) == 4, "mpx, 8 - 2^-21: %g", mpx_als_bound(&mpx, below8, 1.0));
+    /* A double just below 8 rounds to the float32 8 before the log: 8 in the code, 4 in mpx. */
+    CHECK(mpx_als_bound(&ref, 8.0 - 1e-12, 1.0) == 8, "reference, 8 - 1e-12");
+    CHECK(mpx_als_bound(&mpx, 8.0 - 1e-12, 1.0) == 4, "mpx, 8 - 1e-12");
+    /* Far enough below (7.99: log2f = 2.998) both take 4; exact powers of two are kept. */
+    CHECK(mpx_als_bound(&ref, 7.99, 1.0) == 4 && mpx_als_bound(&mpx, 7.99, 1.0) == 4, "7.99");
+    CHECK(mpx_als_bound(&ref, 16.0, 1.0) == 16 && mpx_als_bound(&mpx, 16.0, 1.0) == 16, "16");
+    /* The accumulation bound feeds the same rounding: 1024 / 3 = 341.33 -> 256 in both. With
+     * S_prev = 4 + 2^-22 the bound is 256 / (1 + 2^-24), whose float32 is 256 - 2^-16; its
+     * log2 is 8 - 8.6e-8, which rounds to 8.0f (spacing 4.8e-7 below 8): 256 in the code, 128
+     * in mpx. (With 4 + 2^-20 the log2 is 8 - 3.4e-7, past half a spacing: 128 in both.) */
+    ref.accum_bound = mpx.accum_bound = 1024;
+    CHECK(mpx_als_bound(&ref, 1e9, 3.0) == 256 && mpx_als_bound(&mpx, 1e9, 3.0) == 256, "1024/3");
+    CHECK(mpx_als_bound(&ref, 1e9, 4.0 + ldexp(1.0, -20)) == 128, "reference, 4 + 2^-20");
+    const double s_prev = 4.0 + ldexp(1.0, -22);
+    CHECK(mpx_als_bound(&ref, 1e9, s_prev) == 256, "reference accum: %g", mpx_als_bound(&ref, 1e9, s_prev));
+    CHECK(mpx_als_bound(&mpx, 1e9, s_prev) == 128, "mpx accum: %g", mpx_als_bound(&mpx, 1e9, s_prev));
+}
+
+/* Point (b): ada_loss.py rescaling tests max(max_gs) * scale < u_max with the STORED (already
+ * scaled) magnitudes, over the scales from the largest down; then from min(scales) halving
+ * while >= 1/8; then raises if even that does not fit. u_max = 6e4 there. */
+static void test_reference_merge_target(void) {
+    mpx_scaling_cfg ref, mpx;
+    mpx_scaling_defaults(&ref);
+    ref.method = MPX_SCALING_ADAPTIVE;
+    mpx = ref;
+    ref.als = MPX_ALS_REFERENCE;
+    ref.u_max = mpx.u_max = 6e4;
+    double S[] = {64, 1024};
+    /* Stored magnitudes 64 and 2048 (unscaled 1 and 2). mpx: 2 * 1024 < 6e4 -> 1024. The code:
+     * m = 2048; 2048 * 1024 and 2048 * 64 = 131072 are >= 6e4; halving from 64: 32 -> 65536 is
+     * not below 6e4, 16 -> 32768 is: 16. */
+    double A1[] = {64, 2048};
+    CHECK(mpx_als_merge_target(&mpx, 2, S, A1) == 1024, "mpx target %g", mpx_als_merge_target(&mpx, 2, S, A1));
+    CHECK(mpx_als_merge_target(&ref, 2, S, A1) == 16, "reference target %g", mpx_als_merge_target(&ref, 2, S, A1));
+    /* Stored magnitudes 10 and 40: 40 * 1024 = 40960 < 6e4 -> 1024 in both. */
+    double A2[] = {10, 40};
+    CHECK(mpx_als_merge_target(&ref, 2, S, A2) == 1024, "reference, fits: %g", mpx_als_merge_target(&ref, 2, S, A2));
+    /* m = 6e5: 64 ... 1/8 all fail (6e5 / 8 = 75000), the loop leaves 1/16, and 6e5 / 16 =
+     * 37500 fits: the code takes 1/16 without raising. */
+    double A3[] = {6e5, 1};
+    CHECK(mpx_als_merge_target(&ref, 2, S, A3) == 1.0 / 16, "reference 1/16: %g", mpx_als_merge_target(&ref, 2, S, A3));
+    /* m = 1e6: 1e6 / 16 = 62500 >= 6e4: the code raises; mpx_als_merge_target says 0. mpx tests
+     * the unscaled 1e6 / 64 = 15625, which fits below 6e4 from 2 = 64 / 2^5 on. */
+    double A4[] = {1e6, 1};
+    CHECK(mpx_als_merge_target(&ref, 2, S, A4) == 0, "reference must refuse: %g", mpx_als_merge_target(&ref, 2, S, A4));
+    CHECK(mpx_als_merge_target(&mpx, 2, S, A4) == 2, "mpx goes on: %g", mpx_als_merge_target(&mpx, 2, S, A4));
+    double A5[] = {INFINITY, 1};
+    CHECK(mpx_als_merge_target(&ref, 2, S, A5) == 0, "reference, Inf: %g", mpx_als_merge_target(&ref, 2, S, A5));
+    CHECK(mpx_als_parse("reference") == MPX_ALS_REFERENCE && mpx_als_parse("mpx") == MPX_ALS_MPX &&
+              mpx_als_parse("2019") == -1,
+          "als names");
+}
+
 int main(void) {
+    test_reference_power_of_two();
+    test_reference_merge_target();
     test_dynamic_growth_and_backoff();
     test_dynamic_defaults_are_gradscaler();
     test_dynamic_hysteresis();

@@ -25,13 +25,17 @@ extern "C" {
 #endif
 
 /* One optimizer step's constants, as the update kernels take them. `clip` multiplies the
- * gradient (global-norm clipping); `wd` is 0 for parameters without weight decay. */
+ * gradient (global-norm clipping); `wd` is 0 for parameters without weight decay. `delta`
+ * (backend memory, or NULL): where the kernel also writes, per element, the FP32 update d it
+ * subtracts (w <- w - d), for the lost-update statistics of statistics steps. */
 typedef struct {
     float lr, momentum, wd, clip;
     int nesterov;
+    float *delta;
 } mpx_sgd_step;
 typedef struct {
     float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, bias_corr1, bias_corr2, wd, clip;
+    float *delta;
 } mpx_adamw_step;
 
 typedef struct mpx_backend {
@@ -140,7 +144,8 @@ typedef struct mpx_backend {
      * u = m^ / (sqrt(v^) + eps) + wd w; then w -= a u. */
     void (*lamb_direction)(const float *w, float *g, float *m, float *v, size_t n,
                            const mpx_adamw_step *s);
-    void (*scaled_sub)(float *w, const float *u, size_t n, float a);
+    /* w -= a u; d = a u also into delta when not NULL (as the step structs' delta) */
+    void (*scaled_sub)(float *w, const float *u, size_t n, float a, float *delta);
 
     /* operators (ops.h) */
     mpx_status (*conv2d_forward)(const mpx_conv2d_attr *, const mpx_tensor *, const mpx_tensor *,

@@ -114,7 +114,7 @@ mpx_status mpx_adamw_update_cuda(float *w, const float *g, float *m, float *v, s
                                  const mpx_adamw_step *s);
 mpx_status mpx_lamb_direction_cuda(const float *w, float *g, float *m, float *v, size_t n,
                                    const mpx_adamw_step *s);
-mpx_status mpx_scaled_sub_cuda(float *w, const float *u, size_t n, float a);
+mpx_status mpx_scaled_sub_cuda(float *w, const float *u, size_t n, float a, float *delta);
 
 /* ---- operators (ops.h): mpx_<op>_<pass>_cuda has the signature and the semantics of
  * mpx_<op>_<pass>_cpu, on device tensors (device MPX_DEV_CUDA, data a device pointer; attributes,

@@ -205,12 +205,18 @@ typedef struct {
 /* Zeroes every parameter gradient, runs the backward pass, leaves unscaled FP32 gradients in
  * mpx_param.grad; *nonfinite = number of non-finite parameter-gradient elements. */
 mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t *nonfinite);
-/* Round the FP32 masters into the working copies (after every optimizer update). */
+/* Round the FP32 masters into the working copies (after every optimizer update). Without
+ * master weights (precision.h: master_weights = 0) the masters then take the rounded values:
+ * the stored weight is the parameter. */
 mpx_status mpx_graph_sync_weights(mpx_graph *g, int64_t step);
+/* The precision policy the graph was compiled with. */
+const mpx_precision *mpx_graph_precision(const mpx_graph *g);
 
 /* ---- inspecting ---- */
 int mpx_graph_n_params(const mpx_graph *g);
 mpx_param *mpx_graph_param(mpx_graph *g, int i);
+/* The observed layer (mpx_graph_layer) parameter i belongs to. */
+int mpx_graph_param_layer(const mpx_graph *g, int i);
 int64_t mpx_graph_param_count(const mpx_graph *g); /* total parameter elements */
 int mpx_graph_n_buffers(const mpx_graph *g);
 mpx_buffer *mpx_graph_buffer(mpx_graph *g, int i);

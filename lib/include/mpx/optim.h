@@ -1,8 +1,11 @@
 /* optim.h — optimizers on FP32 master weights, gradient clipping, learning-rate schedules.
  *
  * The optimizer reads the unscaled FP32 gradients the executor leaves in mpx_param.grad and
- * updates the FP32 masters (REFERENCE.md §1: unscale before clipping, weight decay, update).
- * State (momentum, Adam moments) is FP32 and owned by the optimizer.
+ * updates the masters (REFERENCE.md §1: unscale before clipping, weight decay, update). One
+ * path for every recipe: the precision policy says where masters and state live. Masters are
+ * FP32 arrays; without master weights the graph rounds them into storage after the update
+ * (mpx_graph_sync_weights). State (momentum, Adam moments) is owned by the optimizer: FP32, or,
+ * when the policy keeps it in storage, rounded into the low format after every update.
  */
 #ifndef MPX_OPTIM_H
 #define MPX_OPTIM_H
@@ -11,6 +14,7 @@
 
 #include "mpx/error.h"
 #include "mpx/graph.h"
+#include "mpx/stats.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,6 +51,16 @@ int mpx_optimizer_n_state(const mpx_optimizer *o);
 float *mpx_optimizer_state(mpx_optimizer *o, int param, int k);
 int64_t mpx_optimizer_steps(const mpx_optimizer *o);
 void mpx_optimizer_set_steps(mpx_optimizer *o, int64_t steps);
+
+/* Lost updates (MPT §3.1), measured on statistics steps: mpx_optimizer_watch before the update
+ * keeps the stored parameters and has the next update write each element's update d (the
+ * backend's step structs: delta); after the update and mpx_graph_sync_weights,
+ * mpx_optimizer_watched compares the stored parameters with what they were and fills the
+ * update_* fields of stats[mpx_graph_param_layer(p)] (stats.h), pooled over each layer's
+ * parameters. A skipped step (no update between the two) leaves them 0. Three downloads of the
+ * parameters on a device. */
+mpx_status mpx_optimizer_watch(mpx_optimizer *o);
+mpx_status mpx_optimizer_watched(mpx_optimizer *o, mpx_layer_stats *stats);
 
 /* ---- learning-rate schedules ---- */
 typedef enum { MPX_LR_CONSTANT = 0, MPX_LR_STEP, MPX_LR_COSINE, MPX_LR_LINEAR } mpx_lr_kind;

@@ -1,11 +1,14 @@
 /* precision.h — the one precision policy: where every tensor lives.
  *
  * A run's `precision.mode` (fp32 | fp16 | bf16) and `precision.rounding` resolve into this
- * policy once; the graph asks it for the storage dtype of every tensor by its role and
- * nothing else in the engine branches on the mode. The MPT recipe (REFERENCE.md §1):
+ * policy once; the graph and the optimizer ask it for the storage dtype of every tensor by its
+ * role and nothing else in the engine branches on the mode. The MPT recipe (REFERENCE.md §1):
  *   master weights, optimizer state, norm parameters, losses, saved statistics: FP32
  *   conv/linear working weights and their gradients, activations, activation gradients:
  *   the low-precision format, with FP32 accumulation inside every op.
+ * The master-weights ablation (MPT §3.1) moves the masters of low-precision parameters into
+ * the working format (`master_weights = 0`: the optimizer's result is rounded into storage),
+ * and optionally the optimizer state too (`state_in_storage`).
  */
 #ifndef MPX_PRECISION_H
 #define MPX_PRECISION_H
@@ -30,7 +33,11 @@ typedef enum {
     MPX_ROLE_WEIGHT,      /* working copy of conv/linear weights and biases */
     MPX_ROLE_WEIGHT_GRAD, /* their gradients as the backward op writes them */
     MPX_ROLE_NORM_PARAM,  /* batch-norm / layer-norm gamma, beta (and their gradients) */
-    MPX_ROLE_MASTER,      /* master weights, optimizer state, unscaled gradients */
+    MPX_ROLE_MASTER,      /* the master copy of a low-precision parameter (what the optimizer
+                             updates): FP32, or the working format without master weights */
+    MPX_ROLE_OPT_STATE,   /* optimizer state (momentum, Adam moments): FP32, or the working
+                             format when the state is kept in storage */
+    MPX_ROLE_UNSCALED_GRAD, /* unscaled, accumulated parameter gradients: FP32 */
     MPX_ROLE_REDUCTION,   /* losses, softmax probabilities, saved norm statistics */
     MPX_ROLE_COUNT
 } mpx_tensor_role;
@@ -52,11 +59,19 @@ typedef struct {
                                  themselves get it (backend.h: direct_io); 0: FP32 views decoded
                                  into scratch and rounded on commit, as on the CPU. The same
                                  bits either way; 1 after mpx_precision_init. */
+    int master_weights;       /* 1: FP32 master copies of low-precision parameters (the MPT
+                                 recipe; 1 after mpx_precision_init); 0: the optimizer updates
+                                 the stored weights, w <- round(w - lr u) under `rounding` */
+    int state_in_storage;     /* 1: optimizer state rounded into `low` after every update; 0 */
 } mpx_precision;
 
 /* mode_name: "fp32" | "fp16" | "bf16" | "tf32"; rounding_name: "rne" | "stochastic". */
 int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *rounding_name,
                        uint64_t seed);
+/* The master-weights ablation: whether low-precision parameters keep FP32 masters, and whether
+ * the optimizer state lives in the low format; -1 (nothing changed) when either asks for the
+ * low format in a mode whose low format is F32. */
+int mpx_precision_set_masters(mpx_precision *p, int master_weights, int state_in_storage);
 mpx_dtype mpx_precision_dtype(const mpx_precision *p, mpx_tensor_role role);
 const char *mpx_precision_mode_name(mpx_precision_mode m);
 

@@ -37,7 +37,8 @@ typedef struct {
 } mpx_runlog_meta;
 
 /* Create `path` (its directory must exist). If it exists: MPX_ERR_INPUT naming it and saying
- * to pass --force, unless force != 0. mpx_version, git_commit and created_utc are added. */
+ * to pass --force, unless force != 0. mpx_version, git_commit, created_utc and host
+ * (runtime.h: mpx_host_str) are added. */
 mpx_status mpx_runlog_create(const char *path, const mpx_runlog_meta *meta, int force,
                              mpx_runlog **out);
 /* Reopen a run file of ours to continue it at step `resume_step` (a checkpoint's count of steps
@@ -77,7 +78,7 @@ mpx_status mpx_runlog_close(mpx_runlog *r);
 
 /* ---- reading ---- */
 /* Print TSV (one header line, then rows) for WHAT = train | eval | layers | hist | underflow |
- * scale | summary. `layer` (NULL = all) selects one layer by name; `step` (< 0 = all) one stats step;
+ * scale | updates | summary. `layer` (NULL = all) selects one layer by name; `step` (< 0 = all) one stats step;
  * `pooled` (hist only) sums the histograms over the selected layers. Errors name the file,
  * the missing dataset, or the unknown layer / step. Columns (`layer` = index in forward order):
  *   train      step loss lr loss_scale skipped samples_per_s wall_s
@@ -87,12 +88,15 @@ mpx_status mpx_runlog_close(mpx_runlog *r);
  *              act_overflow act_nonfinite act_underflow_rate weight_nonzero ...
  *              weight_underflow_rate
  *   scale      step layer name scale layer_scale g_mean g_std g_min g_max w_mean w_std w_min w_max
+ *   updates    step layer name kind update_nonzero update_lost update_error   (stats.h; a run
+ *              file from before these statistics: MPX_ERR_INPUT saying so)
  *   hist       step layer name tensor bin count pct    (83 rows per step, layer, tensor; pooled:
  *              layer and name read "all"; bin = k of [2^k, 2^(k+1)) or zero / inf / nan)
  *   summary    model dataset precision scaling seed steps final_loss eval_step eval_loss metric
- *              skipped samples_per_s wall_s stopped      (one row; samples_per_s is the median
- *              after the first 5% of steps; stopped is "-" for a run that was not stopped)
- * underflow, scale and hist take --layer and --step; --pooled is for hist only; an option an
+ *              skipped samples_per_s wall_s stopped git_commit threads host  (one row; samples_per_s
+ *              is the median after the first 5% of steps; stopped is "-" for a run that was not
+ *              stopped, else the reason it stopped)
+ * underflow, scale, updates and hist take --layer and --step; --pooled is for hist only; an option an
  * export does not take is MPX_ERR_INPUT. A missing file, a file that is not HDF5 and an HDF5
  * file that is not ours are MPX_ERR_INPUT naming it. The file is read without HDF5's file
  * lock, so a run can be exported while it is being written. */

@@ -19,6 +19,10 @@ typedef struct {
 const mpx_cpu_features *mpx_cpu(void);
 /* "avx512f f16c fma avx2" — the features our kernels use that this CPU has. */
 const char *mpx_cpu_features_str(void);
+/* The host kind, for run files and benchmarks: the CPU's model name and its features, e.g.
+ * "AMD EPYC [avx2 fma f16c avx512f avx512bw avx512_bf16]" (machines of one model name differ in
+ * their vector units). */
+const char *mpx_host_str(void);
 
 /* Threads for OpenMP loops, OpenBLAS and oneDNN; n <= 0 means all cores. */
 void mpx_threads_set(int n);

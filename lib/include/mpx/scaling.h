@@ -8,6 +8,15 @@
  *
  * The per-layer maths are pure functions (mpx_als_*), tested on constructed inputs; the global
  * state machine (dynamic) is mpx_scaler_update.
+ *
+ * Two versions of ALS (`als`): MPX_ALS_MPX, the default, and MPX_ALS_REFERENCE, the 2019 code
+ * (ada-loss @060a6a8) in every point where mpx departs from it deliberately: u_max 6e4, merge
+ * targets tested on the stored (scaled) branch magnitudes with the code's error when none fits,
+ * merges that rescale and add each branch in the storage format, weight gradients unscaled in
+ * the storage format, factors recomputed every step, the power of two taken by a float32 log2
+ * of a float32 value, and the factor multiplied into the stored gradient before the GEMM. The
+ * configuration applies the reference's defaults (run_config.c); the executor and the functions
+ * below follow `als` for the rest.
  */
 #ifndef MPX_SCALING_H
 #define MPX_SCALING_H
@@ -28,8 +37,11 @@ typedef enum {
     MPX_SCALING_ADAPTIVE_QUANTILE
 } mpx_scaling_method;
 
+typedef enum { MPX_ALS_MPX = 0, MPX_ALS_REFERENCE } mpx_als_version;
+
 typedef struct {
     mpx_scaling_method method;
+    mpx_als_version als;    /* adaptive: mpx's rules or the 2019 code's (see above) */
     double loss_scale;      /* fixed: the constant S; adaptive: the initial scale at the loss */
     /* dynamic (PyTorch GradScaler semantics, plus DeepSpeed-style hysteresis and bounds) */
     double init_scale;      /* 65536 */
@@ -92,11 +104,19 @@ double mpx_als_threshold(double n_uf);
 double mpx_als_unbound(const mpx_scaling_cfg *c, const mpx_als_inputs *in);
 /* The quantile variant's unbound factor: max(1, 2^-24 / q) with the same overflow cap. */
 double mpx_als_quantile_unbound(const mpx_scaling_cfg *c, const mpx_als_inputs *in);
-/* Steps 5-6: accumulation and scale bounds, then round down to a power of two. */
+/* Steps 5-6: accumulation and scale bounds, then round down to a power of two: in double
+ * (mpx), or as the 2019 code does (reference): the bounded value rounded to float32 and
+ * 2^floor(log2f(s)) of it, so that a value a few float32 ulps below 2^k gives 2^k. */
 double mpx_als_bound(const mpx_scaling_cfg *c, double unbound, double s_prev);
 /* Step 10: the common target scale of a branch merge. S[i] are the incoming scales and
- * absmax[i] the largest |g_i| as stored (so absmax[i] / S[i] is the unscaled magnitude). */
+ * absmax[i] the largest |g_i| as stored (so absmax[i] / S[i] is the unscaled magnitude).
+ * mpx: the largest S_i with max_i(absmax_i / S_i) * S_i < u_max; else from min S_i halving
+ * while >= 1/8. reference: the largest S_i with max_i(absmax_i) * S_i < u_max (the code tests
+ * the stored magnitudes), the same fallback, and 0 when even that does not fit (where the code
+ * raises "Cannot find a suitable target"). */
 double mpx_als_merge_target(const mpx_scaling_cfg *c, int k, const double *S, const double *absmax);
+/* "mpx" | "reference"; -1 when unknown. */
+int mpx_als_parse(const char *name);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,13 @@
  *   scale — S_prev, the cumulative scale carried by the gradient entering the layer;
  *   layer_scale — the layer's own factor s (1 where the method has none);
  *   g_* — moments of that gradient as stored (still multiplied by S_prev);
- *   w_* — moments of the layer's first parameter (the weight, or gamma).
+ *   w_* — moments of the layer's first parameter (the weight, or gamma);
+ *   update_* — what the optimizer's update of that step did to the layer's parameters as they
+ *           are stored (the FP32 masters, or without master weights the 16-bit weights), filled
+ *           by the optimizer after the step (optim.h: mpx_optimizer_watched): of the elements
+ *           with a nonzero update d (w <- w - d), the fraction that kept their stored value
+ *           (lost), and the mean of |stored change + d| / |d| over them (0: every update
+ *           landed exactly).
  */
 #ifndef MPX_STATS_H
 #define MPX_STATS_H
@@ -28,6 +34,8 @@ typedef struct {
     double scale, layer_scale;
     float g_mean, g_std, g_min, g_max;
     float w_mean, w_std, w_min, w_max;
+    uint64_t update_nonzero;          /* elements with a nonzero update */
+    double update_lost, update_error; /* fraction of those lost; mean relative error */
 } mpx_layer_stats;
 
 /* Underflow rate = flushed / nonzero (0 when there is nothing nonzero). */
