@@ -12,7 +12,7 @@ MODELS     ?= resnet50 bert ssd
 CMAKE_ARGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all build deps deps-check configure test test-all check-sanitize check-valgrind clean help paper plots bench regress regress-update fuzz
+.PHONY: all build deps deps-check configure test test-all check-sanitize check-valgrind clean help paper plots claims bench regress regress-update fuzz
 
 all: build
 
@@ -67,9 +67,16 @@ experiment-%: build
 paper: build
 	@for m in $(MODELS); do bash experiments/run_experiment.sh $$m $(SCALE) $(SEEDS) || exit 1; done
 
-# Figures and tables again from existing run files.
+# Figures, summaries and tables again from existing run files (a model without run files keeps
+# its committed summaries and figures).
 plots: build
-	@for m in $(MODELS); do bash plots/figures.sh $$m $(SCALE) && bash experiments/make_table.sh $$m $(SCALE) || exit 1; done
+	@for m in $(MODELS); do python3 experiments/report.py summarize $$m $(SCALE) && \
+	  { bash plots/figures.sh $$m $(SCALE) || true; } && python3 experiments/report.py table $$m $(SCALE) || exit 1; done
+
+# Every claim of the papers with its verdict, from the run summaries (committed ones in a clean
+# clone): results/reference/<model>/<scale>/table.md ends with them, claims.csv beside it.
+claims:
+	@python3 experiments/report.py claims $(MODELS) --scale $(SCALE)
 
 # The standard benchmark set: step time, samples/s, GFLOP/s vs sgemm, memory, overheads (JSON in
 # results/bench/).

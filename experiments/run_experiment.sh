@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run_experiment.sh — run one model's method set at one scale, then its figures and table.
+# run_experiment.sh — run one model's method set at one scale, then its summaries, figures,
+# adaptive-scaling overhead, table and claims.
 #
 #   experiments/run_experiment.sh MODEL [SCALE] [SEEDS]      (make experiment-MODEL does this)
 #
@@ -15,6 +16,12 @@
 # A run's result depends on its thread count (the BLAS and oneDNN reductions split the work
 # differently), so compare seeds run with the same PARALLEL; the run file records its threads.
 # A run that diverges is a result (recorded in its run file), not a failure of the experiment.
+# Then: experiments/report.py summarizes the finished run files (runs.tsv, layers.tsv),
+# plots/figures.sh draws the figures, `mpx bench --overheads` measures the adaptive scaling's
+# cost once (overheads.json; OVERHEAD_STEPS rounds, default 30, 6 at smoke), and report.py
+# writes the table with the claims' verdicts. A scale whose reference is committed
+# (results/reference/MODEL/SCALE/) is written there and into plots/figures/MODEL/SCALE/; any
+# other into results/MODEL/SCALE/report/, which git ignores.
 set -euo pipefail
 model=${1:?usage: run_experiment.sh MODEL [SCALE] [SEEDS]}
 scale=${2:-small}
@@ -98,8 +105,21 @@ for ((seed = 0; seed < seeds; seed++)); do  # seed-major: a full method set firs
 done
 while [ "$running" -gt 0 ]; do finish_one; done
 
+python3 "$root/experiments/report.py" summarize "$model" "$scale"
 bash "$root/plots/figures.sh" "$model" "$scale"
-bash "$root/experiments/make_table.sh" "$model" "$scale"
+if [ -d "$root/results/reference/$model/$scale" ] && [ -z "${OUT_DIR:-}" ]; then
+  report=$root/results/reference/$model/$scale
+else
+  report=${OUT_DIR:-$out/report}
+fi
+if [ ! -f "$report/overheads.json" ] || [ -n "${FORCE:-}" ]; then
+  steps=${OVERHEAD_STEPS:-$([ "$scale" = smoke ] && echo 6 || echo 30)}
+  echo "adaptive scaling's overhead: mpx bench --overheads, $steps rounds"
+  "$mpx" bench "$cfgdir/$scale/fp16_adaptive.cfg" ${EXTRA:-} --modes fp16 --overheads \
+    --steps "$steps" --json "$report/overheads.json" > "$out/overheads.log" 2>&1 ||
+    { echo "run_experiment: mpx bench --overheads failed, see $out/overheads.log" >&2; failed=$((failed + 1)); }
+fi
+python3 "$root/experiments/report.py" claims "$model" --scale "$scale"
 if [ "$failed" -gt 0 ]; then
   echo "run_experiment: $failed run(s) failed" >&2
   exit 1

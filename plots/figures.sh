@@ -4,7 +4,10 @@
 #   plots/figures.sh MODEL [SCALE]     (run by make experiment-MODEL and make plots)
 #
 # Exports TSV from results/MODEL/SCALE/<method>-s0.h5 with `mpx export` into
-# plots/tsv/MODEL/SCALE/ and draws plots/figures/MODEL/<n>_<name>.png and .svg with gnuplot:
+# plots/tsv/MODEL/SCALE/ and draws <n>_<name>.png and .svg with gnuplot into
+# plots/figures/MODEL/SCALE/ when that scale's reference is committed (results/reference/
+# MODEL/SCALE/ exists), else into results/MODEL/SCALE/report/figures/ (ignored by git: a smoke
+# run never rewrites the committed figures). FIGDIR overrides.
 #   1 act_grad_hist     activation-gradient histogram pooled over layers and statistics
 #                       steps, FP32 run, FP16 normal/subnormal/flush regions (MPT Fig. 3)
 #   2 weight_grad_hist  the same for weight gradients (MPT Fig. 2b)
@@ -12,6 +15,8 @@
 #   4 adaptive_scale    per-layer cumulative scale over steps, adaptive run (ALS)
 #   5 loss_metric       training loss and evaluation metric vs step, one line per method
 #   6 dynamic_scale     dynamic loss scale vs step, skipped steps marked
+#   7 lost_updates      weight updates lost in storage, over steps and per layer: the
+#                       master-weights ablation (MPT §3.1) and the runs with masters beside it
 # Figures whose runs are missing are skipped with a note.
 set -euo pipefail
 model=${1:?usage: figures.sh MODEL [SCALE]}
@@ -20,7 +25,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 mpx=${MPX:-$root/build/mpx}
 runs=${RESULTS:-$root/results}/$model/$scale
 tsv=${TSVDIR:-$root/plots/tsv/$model/$scale}
-fig=${FIGDIR:-$root/plots/figures/$model}
+if [ -d "$root/results/reference/$model/$scale" ]; then
+  fig=${FIGDIR:-$root/plots/figures/$model/$scale}
+else
+  fig=${FIGDIR:-${RESULTS:-$root/results}/$model/$scale/report/figures}
+fi
 gp=$root/plots
 command -v gnuplot >/dev/null || { echo "figures: gnuplot not installed (make deps)" >&2; exit 2; }
 mkdir -p "$tsv" "$fig"
@@ -106,4 +115,25 @@ if have fp16_dynamic; then
   draw dynamic_scale.gp 6_dynamic_scale in="$tsv/train_fp16_dynamic.tsv"
 else
   echo "figures: no fp16_dynamic run: skipping figure 6"
+fi
+
+# 7: lost updates of the master-weights ablation and of the runs with masters it compares with
+# (run files from before these statistics have none: skipped).
+files=""
+for m in fp16_pure fp16_pure_sr bf16_pure bf16_pure_sr fp16_dynamic bf16 fp32; do
+  have "$m" || continue
+  "$mpx" export "$(run "$m")" updates > "$tsv/updates_$m.tsv" 2>/dev/null || continue
+  awk -F'\t' 'NR > 1 { n[$1] += $5; l[$1] += $5 * $6 } END { printf "step\tlost_pct\n";
+      for (s in n) printf "%d\t%.9g\n", s, n[s] ? 100 * l[s] / n[s] : 0 }' "$tsv/updates_$m.tsv" |
+    sort -n > "$tsv/lost_steps_$m.tsv"
+  awk -F'\t' 'NR > 1 { k = $2; name[k] = $3; n[k] += $5; l[k] += $5 * $6; if (k > top) top = k }
+      END { printf "layer\tname\tlost_pct\n";
+            for (k = 0; k <= top; k++) printf "%d\t%s\t%.9g\n", k, name[k], n[k] ? 100 * l[k] / n[k] : 0 }' \
+    "$tsv/updates_$m.tsv" > "$tsv/lost_layers_$m.tsv"
+  files="$files $tsv/lost_steps_$m.tsv|$tsv/lost_layers_$m.tsv|$(label "$m")"
+done
+if [ -n "$files" ]; then
+  draw lost_updates.gp 7_lost_updates files="$files"
+else
+  echo "figures: no run with lost-update statistics: skipping figure 7"
 fi

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # test_experiment_smoke.sh — `make experiment-{resnet50,bert,ssd} SCALE=smoke` end to end
-# (DESIGN.md §10 rung 7, the CI path): every method's run file, the TSV exports, the six
-# figures (PNG and SVG) and the results table, written into a temporary folder instead of
-# results/ and plots/. A model whose data is missing (CIFAR-10 for resnet50 and ssd, the text
-# corpus for bert, in ../shared/data or data/cache) is skipped, saying so; all missing: exit 77.
+# (DESIGN.md §10 rung 7, the CI path): every method's run file, the run summaries, the TSV
+# exports, the seven figures (PNG and SVG), the adaptive-scaling overhead, the results table
+# with its claims section, all under the run files' folder (a temporary RESULTS): a scale
+# without a committed reference writes into results/MODEL/SCALE/report/, and the committed
+# references (results/reference/, plots/figures/) stay byte for byte as they were. A model
+# whose data is missing (CIFAR-10 for resnet50 and ssd, the text corpus for bert, in
+# ../shared/data or data/cache) is skipped, saying so; all missing: exit 77.
 set -u
 root=${MPX_SOURCE_DIR:?}
 MPX=${MPX:?MPX must point to the mpx binary}
@@ -12,16 +15,21 @@ have_cifar() { [ -f "$root/data/cache/cifar-10-batches-bin/test_batch.bin" ] || 
 have_text() { [ -f "$root/../shared/data/text-corpus.tar.gz" ]; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export MPX RESULTS=$tmp/results OUT_DIR=$tmp/reference
+export MPX RESULTS=$tmp/results
+unset OUT_DIR FIGDIR
 fails=0 checks=0 ran=0
 check() { checks=$((checks + 1)); if ! eval "$1"; then fails=$((fails + 1)); echo "FAIL: $2"; fi; }
+committed() { (cd "$root" && find results/reference plots/figures -type f -print0 | sort -z | xargs -0 sha256sum); }
+committed > "$tmp/committed.before"
 for model in resnet50 bert ssd; do
   case $model in
     bert) have_text || { echo "$model: text corpus not available: skipped"; continue; } ;;
     *) have_cifar || { echo "$model: CIFAR-10 not available: skipped"; continue; } ;;
   esac
   ran=$((ran + 1))
-  export FIGDIR=$tmp/figures/$model TSVDIR=$tmp/tsv/$model
+  export TSVDIR=$tmp/tsv/$model
+  report=$RESULTS/$model/smoke/report
+  FIGDIR=$report/figures
   bash "$root/experiments/run_experiment.sh" $model smoke 1 > "$tmp/$model.log" 2>&1
   rc=$?
   check "[ $rc -eq 0 ]" "$model: run_experiment exited $rc: $(tail -5 "$tmp/$model.log")"
@@ -30,12 +38,17 @@ for model in resnet50 bert ssd; do
     check "[ -f \"$RESULTS/$model/smoke/$m-s0.h5.done\" ]" "$model: no finished run for $m"
     check "[ \$(\"$MPX\" export \"$RESULTS/$model/smoke/$m-s0.h5\" eval | tail -n +2 | wc -l) -ge 1 ]" "$model $m: no evaluation rows"
   done
-  for f in 1_act_grad_hist 2_weight_grad_hist 3_underflow 4_adaptive_scale 5_loss_metric 6_dynamic_scale; do
+  for f in 1_act_grad_hist 2_weight_grad_hist 3_underflow 4_adaptive_scale 5_loss_metric 6_dynamic_scale 7_lost_updates; do
     for ext in png svg; do check "[ -s \"$FIGDIR/$f.$ext\" ]" "$model: missing figure $f.$ext"; done
   done
   check "[ -s \"$TSVDIR/act_grad_hist.tsv\" ] && [ -s \"$TSVDIR/underflow_rate_fp16_none.tsv\" ]" "$model: missing TSV exports"
-  check "grep -q '^| fp16_adaptive | fp16 | adaptive | 1 |' \"$OUT_DIR/$model.md\"" "$model: table lacks the adaptive row"
-  check "[ \$(wc -l < \"$OUT_DIR/$model.csv\") -eq $((${#methods[@]} + 1)) ]" "$model: csv should have a header and ${#methods[@]} methods"
+  check "grep -q '^| fp16_adaptive | fp16 | adaptive | 1 |' \"$report/table.md\"" "$model: table lacks the adaptive row"
+  check "[ \$(wc -l < \"$report/table.csv\") -eq $((${#methods[@]} + 1)) ]" "$model: csv should have a header and ${#methods[@]} methods"
+  check "[ \$(wc -l < \"$report/runs.tsv\") -eq $((${#methods[@]} + 1)) ]" "$model: runs.tsv should have a header and a row per method"
+  check "grep -q '^## Claims' \"$report/table.md\" && [ \$(wc -l < \"$report/claims.csv\") -eq \$(grep -vc '^#' \"$root/experiments/claims/$model.tsv\") ]" "$model: table lacks its claims or claims.csv a claim"
+  check "grep -q 'not shown.*fewer than 3 seeds' \"$report/table.md\"" "$model: one seed must leave the seed-based claims not shown"
+  check "python3 -c 'import json,sys; json.load(open(sys.argv[1]))[\"overheads\"][\"adaptive_update_every_100_parts_ci95\"]' \"$report/overheads.json\"" "$model: no adaptive overhead measured"
+  check "[ \$(grep -c 'update_lost' \"$report/runs.tsv\") -eq 1 ] && awk -F'\\t' 'NR > 1 && \$19 > 0 { n++ } END { exit !(n > 0) }' \"$report/runs.tsv\"" "$model: no run with lost-update statistics in runs.tsv"
   # Re-running does not redo finished runs.
   bash "$root/experiments/run_experiment.sh" $model smoke 1 > "$tmp/$model.log2" 2>&1
   check "[ \$(grep -c 'done already' \"$tmp/$model.log2\") -eq ${#methods[@]} ]" "$model: finished runs were redone"
@@ -58,5 +71,7 @@ for model in resnet50 bert ssd; do
   fi
 done
 [ "$ran" -eq 0 ] && { echo "no dataset available: skipped"; exit 77; }
+committed > "$tmp/committed.after"
+check "cmp -s \"$tmp/committed.before\" \"$tmp/committed.after\"" "the smoke experiments changed committed references: $(diff "$tmp/committed.before" "$tmp/committed.after" | head -3)"
 echo "test_experiment_smoke.sh: $checks checks, $fails failed"
 [ "$fails" -eq 0 ]

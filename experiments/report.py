@@ -1,0 +1,551 @@
+#!/usr/bin/env python3
+"""report.py — one model's results at one scale: per-run summaries, the table, the claims.
+
+  experiments/report.py summarize MODEL SCALE    run files -> runs.tsv and layers.tsv
+  experiments/report.py table MODEL SCALE        summaries -> table.md, table.csv, claims.csv
+  experiments/report.py claims [MODEL ...] [--scale SCALE]
+                                                 the same for each model, and every claim's
+                                                 verdict on stdout (make claims)
+
+The pipeline keeps what a table needs apart from the run files: `summarize` reads every
+finished run file (a .done marker beside it) of the model's method list with `mpx export` and
+writes one row per run (runs.tsv) and one per run and layer (layers.tsv), replacing the rows of
+the runs it read and keeping the others, so a partial re-run never drops committed results.
+`table` and `claims` read only those summaries: a clean clone evaluates the committed ones.
+
+Where: a scale whose reference is committed (the folder results/reference/MODEL/SCALE/ exists)
+is summarised there; any other into results/MODEL/SCALE/report/, which git ignores, so a smoke
+run never touches the committed references. OUT_DIR overrides the folder, RESULTS the run
+files' root, MPX the binary.
+
+Claims (experiments/claims/MODEL.tsv) are data: which methods, which metric, which comparison,
+which margin. Each is evaluated on the summaries into a verdict — holds, fails or not shown —
+with the numbers that decide it and a statistic that explains it; the rules are in
+experiments/claims/README.md.
+"""
+import csv
+import glob
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPX = os.environ.get("MPX", os.path.join(ROOT, "build", "mpx"))
+RUN_COLS = ["method", "seed", "precision", "scaling", "steps", "final_loss", "eval_loss", "metric",
+            "skipped", "samples_per_s", "wall_s", "stopped", "act_nonzero", "act_flushed",
+            "act_below_min", "weight_nonzero", "weight_flushed", "weight_below_min",
+            "update_nonzero", "update_lost", "update_error", "evals", "git_commit", "threads",
+            "host"]
+LAYER_COLS = ["method", "seed", "layer", "name", "kind", "act_nonzero", "act_flushed",
+              "act_below_min", "weight_nonzero", "weight_flushed", "update_nonzero",
+              "update_lost"]
+METRIC = {"resnet50": "top1", "bert": "mlm_acc", "ssd": "mAP"}
+PAPER_NOTE = {
+    "resnet50": "Paper numbers are ImageNet (224 px, full ResNet-50), a different setting from "
+                "ours: they are there for the claim, not the digits.",
+    "bert": "Neither paper trained BERT; DeepLearningExamples report BERT pretraining loss 1.2437 "
+            "(AMP, dynamic scaling) vs 1.2465 (FP32) at full scale.",
+    "ssd": "Paper numbers are VOC2007 test mAP of full SSD (MPT: SSD300 with VGG; ALS: SSD512), "
+           "a different setting from ours: they are there for the claim (FP16 without scaling "
+           "diverges, scale 8 fixes it), not the digits.",
+}
+
+
+def die(msg):
+    print(f"report: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def methods_of(model):
+    path = os.path.join(ROOT, "experiments", "configs", model, "methods.list")
+    if not os.path.exists(path):
+        die(f"{path}: no such file (unknown model '{model}')")
+    with open(path) as f:
+        return [l.strip() for l in f if l.strip() and not l.lstrip().startswith("#")]
+
+
+def out_dir(model, scale):
+    if os.environ.get("OUT_DIR"):
+        return os.environ["OUT_DIR"]
+    committed = os.path.join(ROOT, "results", "reference", model, scale)
+    if os.path.isdir(committed):
+        return committed
+    return os.path.join(os.environ.get("RESULTS", os.path.join(ROOT, "results")), model, scale,
+                        "report")
+
+
+def export(run, what, optional=False):
+    """Rows of `mpx export RUN WHAT` as dicts; None when an optional export is absent."""
+    r = subprocess.run([MPX, "export", run, what], capture_output=True, text=True)
+    if r.returncode != 0:
+        if optional:
+            return None
+        die(f"mpx export {run} {what}: {r.stderr.strip()}")
+    lines = r.stdout.rstrip("\n").split("\n")
+    head = lines[0].split("\t")
+    return [dict(zip(head, l.split("\t"))) for l in lines[1:] if l]
+
+
+def read_tsv(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def write_tsv(path, cols, rows):
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, delimiter="\t", lineterminator="\n",
+                           extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)
+
+
+def summarize_run(run, method, seed):
+    s = export(run, "summary")[0]
+    stopped = s["stopped"]
+    row = {k: s[k] for k in ("precision", "scaling", "steps", "final_loss", "eval_loss", "metric",
+                             "skipped", "samples_per_s", "wall_s", "git_commit", "threads",
+                             "host") if k in s}
+    row.update(method=method, seed=seed,
+               stopped="-" if stopped == "-" else "diverged" if "diverged" in stopped else "error")
+    evals = export(run, "eval")
+    row["evals"] = ",".join(f"{e['step']}:{e['metric']}" for e in evals)
+    layers = {}
+    for u in export(run, "underflow"):
+        L = layers.setdefault(int(u["layer"]), {"name": u["name"], "kind": u["kind"]})
+        for src, dst in (("act_nonzero", "act_nonzero"), ("act_flushed", "act_flushed"),
+                         ("act_below_min", "act_below_min"), ("weight_nonzero", "weight_nonzero"),
+                         ("weight_flushed", "weight_flushed"),
+                         ("weight_below_min", "weight_below_min")):
+            L[dst] = L.get(dst, 0) + int(u[src])
+    upd = export(run, "updates", optional=True)
+    for u in upd or []:
+        L = layers[int(u["layer"])]
+        n = int(u["update_nonzero"])
+        L["update_nonzero"] = L.get("update_nonzero", 0) + n
+        L["lost"] = L.get("lost", 0.0) + float(u["update_lost"]) * n
+        L["err"] = L.get("err", 0.0) + float(u["update_error"]) * n
+    tot = lambda k: sum(L.get(k, 0) for L in layers.values())
+    for k in ("act_nonzero", "act_flushed", "act_below_min", "weight_nonzero", "weight_flushed",
+              "weight_below_min"):
+        row[k] = tot(k)
+    if upd is None:
+        row.update(update_nonzero="", update_lost="", update_error="")
+    else:
+        n = tot("update_nonzero")
+        row.update(update_nonzero=n, update_lost=f"{tot('lost') / n:.9g}" if n else 0,
+                   update_error=f"{tot('err') / n:.9g}" if n else 0)
+    lrows = []
+    for i in sorted(layers):
+        L = layers[i]
+        n = L.get("update_nonzero", 0)
+        lrows.append({"method": method, "seed": seed, "layer": i, "name": L["name"],
+                      "kind": L["kind"], "act_nonzero": L["act_nonzero"],
+                      "act_flushed": L["act_flushed"], "act_below_min": L["act_below_min"],
+                      "weight_nonzero": L["weight_nonzero"], "weight_flushed": L["weight_flushed"],
+                      "update_nonzero": n if upd is not None else "",
+                      "update_lost": (f"{L['lost'] / n:.9g}" if n else 0) if upd is not None else ""})
+    return row, lrows
+
+
+def summarize(model, scale):
+    runs_root = os.path.join(os.environ.get("RESULTS", os.path.join(ROOT, "results")), model, scale)
+    methods = methods_of(model)
+    od = out_dir(model, scale)
+    os.makedirs(od, exist_ok=True)
+    runs_path, layers_path = os.path.join(od, "runs.tsv"), os.path.join(od, "layers.tsv")
+    runs = {(r["method"], r["seed"]): r for r in read_tsv(runs_path)}
+    layer_rows = {}
+    for r in read_tsv(layers_path):
+        layer_rows.setdefault((r["method"], r["seed"]), []).append(r)
+    n = 0
+    for m in methods:
+        for run in sorted(glob.glob(os.path.join(runs_root, f"{m}-s*.h5"))):
+            seed = os.path.basename(run)[len(m) + 2:-3]
+            if not seed.isdigit() or not os.path.exists(run + ".done"):
+                continue
+            row, lrows = summarize_run(run, m, seed)
+            runs[(m, seed)], layer_rows[(m, seed)] = row, lrows
+            n += 1
+    if n == 0:
+        print(f"report: no finished run file of {model}/{scale} in {runs_root}: summaries "
+              f"unchanged")
+        return
+    order = {m: i for i, m in enumerate(methods)}
+    keys = sorted((k for k in runs if k[0] in order), key=lambda k: (order[k[0]], int(k[1])))
+    write_tsv(runs_path, RUN_COLS, [runs[k] for k in keys])
+    write_tsv(layers_path, LAYER_COLS, [r for k in keys for r in layer_rows.get(k, [])])
+    print(f"report: {n} run files of {model}/{scale} summarised into {runs_path} and {layers_path}")
+
+
+# ---- statistics over seeds ----
+
+def fnum(x):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+class Method:
+    """The runs of one method: values over the seeds that did not diverge."""
+
+    def __init__(self, name, rows):
+        self.name, self.rows = name, rows
+        self.ok = [r for r in rows if r["stopped"] == "-"]
+        self.diverged = sum(r["stopped"] == "diverged" for r in rows)
+
+    def values(self, key):
+        return [v for v in (fnum(r[key]) for r in self.ok) if v is not None]
+
+    def mean(self, key):
+        v = self.values(key)
+        return statistics.fmean(v) if v else None
+
+    def sd(self, key):
+        v = self.values(key)
+        return statistics.stdev(v) if len(v) > 1 else None
+
+    def ratio(self, num, den):
+        n = sum(int(r[num]) for r in self.ok if r[num] not in ("", None))
+        d = sum(int(r[den]) for r in self.ok if r[den] not in ("", None))
+        return n / d if d else None
+
+    def lost(self):
+        rows = [r for r in self.ok if r["update_nonzero"] not in ("", None)]
+        n = sum(int(r["update_nonzero"]) for r in rows)
+        return sum(float(r["update_lost"]) * int(r["update_nonzero"]) for r in rows) / n if n else None
+
+    def first_step_reaching(self, target):
+        steps = []
+        for r in self.ok:
+            for e in r["evals"].split(","):
+                if not e:
+                    continue
+                step, val = e.split(":")
+                if fnum(val) is not None and float(val) >= target:
+                    steps.append(int(step))
+                    break
+        return statistics.fmean(steps) if steps else None
+
+
+def load_methods(model, scale):
+    rows = read_tsv(os.path.join(out_dir(model, scale), "runs.tsv"))
+    by = {}
+    for r in rows:
+        by.setdefault(r["method"], []).append(r)
+    return {m: Method(m, by.get(m, [])) for m in methods_of(model)}
+
+
+def pct(x, digits=2):
+    return "—" if x is None else f"{100 * x:.{digits}f}"
+
+
+# ---- claims ----
+
+def claims_of(model):
+    path = os.path.join(ROOT, "experiments", "claims", f"{model}.tsv")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        lines = [l for l in f if l.strip() and not l.startswith("#")]
+    return list(csv.DictReader(lines, delimiter="\t"))
+
+
+def pooled_sd(a, b, key):
+    sa, sb = a.sd(key), b.sd(key)
+    if sa is None or sb is None:
+        return None
+    return math.sqrt((sa * sa + sb * sb) / 2)
+
+
+def best_of(methods, names, key, higher):
+    cands = [methods[n] for n in names if n in methods and methods[n].mean(key) is not None]
+    if not cands:
+        return None
+    return (max if higher else min)(cands, key=lambda m: m.mean(key))
+
+
+def explain(methods, spec, layers):
+    """The statistic that explains a verdict: underflow(M), lost(M), below_min(M)."""
+    out = []
+    for item in filter(None, spec.split(";")):
+        kind, name = item.split("(")
+        name = name.rstrip(")")
+        m = methods.get(name)
+        if m is None or not m.ok:
+            continue
+        if kind == "underflow":
+            out.append(f"{name}: {pct(m.ratio('act_flushed', 'act_nonzero'), 3)}% of nonzero "
+                       f"activation gradients flushed to zero, {pct(m.ratio('act_below_min', 'act_nonzero'), 3)}% "
+                       f"below 2^-24; weight gradients {pct(m.ratio('weight_flushed', 'weight_nonzero'), 3)}%")
+        elif kind == "lost":
+            out.append(f"{name}: {pct(m.lost(), 2)}% of nonzero weight updates lost in storage")
+    return "; ".join(out)
+
+
+def margin_of(spec, sd):
+    """'2sd': two pooled seed standard deviations; a plain number: absolute."""
+    if spec.endswith("sd"):
+        return None if sd is None else float(spec[:-2]) * sd
+    return float(spec)
+
+
+def evaluate(c, methods, layers, od):
+    """(verdict, ours, why) of one claim row."""
+    kind, key = c["test"], c["metric"]
+    higher = key not in ("eval_loss", "final_loss")
+    fmt = lambda m: (f"{m.mean(key):.4g} ± {m.sd(key):.2g}" if m.sd(key) is not None
+                     else f"{m.mean(key):.4g}") + f" (n={len(m.values(key))})"
+    if kind == "overhead":
+        path = os.path.join(od, "overheads.json")
+        if not os.path.exists(path):
+            return "not shown", "—", "no overheads.json (mpx bench --overheads) beside the table"
+        with open(path) as f:
+            o = json.load(f)["overheads"]
+        v, (lo, hi) = o[key], o[key + "_ci95"]
+        thr = float(c["margin"])
+        ours = f"{100 * v:+.3f}% [{100 * lo:+.3f}%, {100 * hi:+.3f}%]"
+        if hi < thr:
+            return "holds", ours, f"the 95% interval lies below {100 * thr:.2f}%"
+        if lo > thr:
+            return "fails", ours, f"the 95% interval lies above {100 * thr:.2f}%"
+        return "not shown", ours, f"the 95% interval contains {100 * thr:.2f}%"
+    a = methods.get(c["a"])
+    if c["b"].startswith("best(") or c["b"].startswith("worst("):
+        names = c["b"][c["b"].index("(") + 1:-1].split(",")
+        b = best_of(methods, names, key, higher if c["b"].startswith("best(") else not higher)
+    else:
+        b = methods.get(c["b"])
+    if a is None or b is None or not a.rows or not b.rows:
+        return "not shown", "—", "runs missing"
+    if kind == "layers_less":
+        rate = {}
+        for r in layers:
+            if r["method"] in (a.name, b.name):
+                t = rate.setdefault((r["method"], r["layer"]), [0, 0, r["name"]])
+                t[0] += int(r["act_flushed"])
+                t[1] += int(r["act_nonzero"])
+        under = [l for (m, l), t in rate.items() if m == b.name and t[1] and t[0] > 0]
+        if not under:
+            return "not shown", "—", f"{b.name} flushes no activation gradient in any layer"
+        lower = [l for l in under if (a.name, l) in rate and rate[(a.name, l)][1] and
+                 rate[(a.name, l)][0] / rate[(a.name, l)][1] < rate[(b.name, l)][0] / rate[(b.name, l)][1]]
+        frac = len(lower) / len(under)
+        ours = f"{len(lower)} of {len(under)} layers"
+        need = float(c["margin"])
+        why = (f"{a.name} flushes less than {b.name} in {len(lower)} of the {len(under)} layers "
+               f"where {b.name} flushes any (needed: {100 * need:.0f}%)")
+        return ("holds" if frac >= need else "fails"), ours, why
+    need_seeds = 3
+    na, nb = len(a.values(key)), len(b.values(key))
+    diverged_a = a.diverged == len(a.rows) and len(a.rows) >= 1
+    if kind == "worse" and diverged_a and b.diverged == 0 and len(a.rows) >= need_seeds:
+        return "holds", f"diverged in {a.diverged} of {len(a.rows)} runs", f"{b.name}: {fmt(b)}"
+    if na < need_seeds or nb < need_seeds:
+        ours = (fmt(a) if na else f"{a.diverged} of {len(a.rows)} diverged") + " vs " + \
+            (fmt(b) if nb else "—")
+        return "not shown", ours, f"fewer than {need_seeds} seeds ({na} and {nb})"
+    d = a.mean(key) - b.mean(key)
+    if not higher:
+        d = -d  # d > 0: a is better
+    sd = pooled_sd(a, b, key)
+    m = margin_of(c["margin"], sd)
+    ours = f"{fmt(a)} vs {b.name} {fmt(b)}"
+    spread = f"difference {d:+.3g} ({'higher' if higher else 'lower'} is better), margin {m:.3g}"
+    if kind == "same":
+        return ("holds" if abs(d) <= m else "fails"), ours, spread
+    if kind == "not_worse":
+        return ("holds" if d >= -m else "fails"), ours, spread
+    if kind == "worse":
+        if d < -m:
+            return "holds", ours, spread
+        if d >= 0:
+            return "fails", ours, spread + f"; {a.name} is not worse"
+        return "not shown", ours, spread + "; a loss smaller than the margin"
+    die(f"unknown claim test '{kind}'")
+
+
+def claims_section(model, scale, methods, od):
+    layers = read_tsv(os.path.join(od, "layers.tsv"))
+    rows = []
+    for c in claims_of(model):
+        verdict, ours, why = evaluate(c, methods, layers, od)
+        ex = explain(methods, c.get("explain", "") or "", layers)
+        rows.append({"model": model, "scale": scale, "id": c["id"], "paper": c["paper"],
+                     "place": c["place"], "claim": c["claim"], "paper_value": c["paper_value"],
+                     "ours": ours, "verdict": verdict, "why": why + (f"; {ex}" if ex else "")})
+    return rows
+
+
+def write_claims(rows, od):
+    with open(os.path.join(od, "claims.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["model", "scale", "id", "paper", "place", "claim",
+                                          "paper_value", "ours", "verdict", "why"],
+                           lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+# ---- the table ----
+
+def table(model, scale, quiet=False):
+    od = out_dir(model, scale)
+    if not os.path.exists(os.path.join(od, "runs.tsv")):
+        die(f"no summaries in {od} (run `experiments/report.py summarize {model} {scale}` first)")
+    methods = load_methods(model, scale)
+    if not any(m.rows for m in methods.values()):
+        print(f"report: no summarised run of {model}/{scale}: table left as it is")
+        return []
+    metric = METRIC.get(model, "metric")
+    papers = {}
+    with open(os.path.join(ROOT, "experiments", "papers.tsv")) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            p = line.rstrip("\n").split("\t")
+            if p[0] == model:
+                papers[p[1]] = (p[2], p[3])
+    fp32 = methods.get("fp32")
+    target = fp32.mean("metric") - 1.0 if fp32 and fp32.mean("metric") is not None else None
+    runs = [r for m in methods.values() for r in m.rows]
+    hosts = sorted({r.get("host", "-") for r in runs if r.get("host", "-") not in ("-", "")})
+    commits = sorted({r.get("git_commit", "-") for r in runs})
+    data = export_dataset(model, scale)
+    md = [f"# {model}: results at scale `{scale}`", ""]
+    md.append(f"Dataset: {data}. Metric: {metric} (percent, final evaluation). Mean ± sample std "
+              "over the seeds that did not diverge; \"diverged\" counts runs stopped because the "
+              "loss or gradients stayed non-finite. Steps to target: mean first evaluation step "
+              "reaching fp32 mean - 1 point" + (f" ({target:.2f})" if target is not None else "") +
+              ". Underflow: nonzero activation gradients flushed to zero by their FP16/BF16 "
+              "storage (fp32: by what FP16 would have done), pooled over layers, statistics "
+              "steps and seeds. Lost updates: nonzero optimizer updates that left the stored "
+              "weight unchanged (FP32 masters, or the 16-bit weights without them). samples/s: "
+              "median training throughput. " + PAPER_NOTE.get(model, ""))
+    md.append("")
+    md.append(f"Runs: {len(runs)} from commits {', '.join(commits)}; host: "
+              f"{'; '.join(hosts) if hosts else 'not recorded'}; summaries in `runs.tsv` and "
+              "`layers.tsv` beside this file.")
+    md.append("")
+    md.append(f"| method | precision | scaling | runs | diverged | {metric} | eval loss | "
+              "underflow % | lost updates % | skipped steps | samples/s | steps to target | paper |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    csv_rows = []
+    for name, m in methods.items():
+        if not m.rows:
+            continue
+        r0 = m.rows[0]
+        mean, sd = m.mean("metric"), m.sd("metric")
+        cell = "—" if mean is None else f"{mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
+        el = m.mean("eval_loss")
+        stt = m.first_step_reaching(target) if target is not None else None
+        sk, sps = m.mean("skipped"), m.mean("samples_per_s")
+        pv, ps = papers.get(name, ("", ""))
+        md.append(f"| {name} | {r0['precision']} | {r0['scaling']} | {len(m.rows)} | {m.diverged} | "
+                  f"{cell} | {'—' if el is None else f'{el:.4f}'} | "
+                  f"{pct(m.ratio('act_flushed', 'act_nonzero'), 3)} | {pct(m.lost())} | "
+                  f"{'—' if sk is None else f'{sk:.1f}'} | {'—' if sps is None else f'{sps:.1f}'} | "
+                  f"{'—' if stt is None else f'{stt:.0f}'} | {pv + ' (' + ps + ')' if pv else '—'} |")
+        csv_rows.append({"model": model, "scale": scale, "method": name,
+                         "precision": r0["precision"], "scaling": r0["scaling"],
+                         "runs": len(m.rows), "diverged": m.diverged, "metric": metric,
+                         "metric_mean": "" if mean is None else f"{mean:.4f}",
+                         "metric_std": "" if sd is None else f"{sd:.4f}",
+                         "eval_loss_mean": "" if el is None else f"{el:.4f}",
+                         "underflow": "" if m.ratio("act_flushed", "act_nonzero") is None
+                         else f"{m.ratio('act_flushed', 'act_nonzero'):.6g}",
+                         "lost_updates": "" if m.lost() is None else f"{m.lost():.6g}",
+                         "skipped_mean": "" if sk is None else f"{sk:.1f}",
+                         "samples_per_s": "" if sps is None else f"{sps:.1f}",
+                         "steps_to_target": "" if stt is None else f"{stt:.0f}",
+                         "target": "" if target is None else f"{target:.2f}",
+                         "paper_value": pv, "paper_setting": ps})
+    with open(os.path.join(od, "table.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(csv_rows[0]) if csv_rows else ["model"],
+                           lineterminator="\n")
+        w.writeheader()
+        w.writerows(csv_rows)
+    claims = claims_section(model, scale, methods, od)
+    write_claims(claims, od)
+    if claims:
+        md += ["", "## Claims", "",
+               "Each claim of the papers as a test on the runs above (experiments/claims/"
+               f"{model}.tsv; the rules in experiments/claims/README.md): holds, fails, or not "
+               "shown (fewer than 3 seeds, or a difference smaller than its margin).", "",
+               "| id | paper, place | claim | paper | ours | verdict | why |",
+               "|---|---|---|---|---|---|---|"]
+        for c in claims:
+            md.append(f"| {c['id']} | {c['paper']} {c['place']} | {c['claim']} | {c['paper_value']} "
+                      f"| {c['ours']} | **{c['verdict']}** | {c['why']} |")
+    with open(os.path.join(od, "table.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    if not quiet:
+        print(f"report: {od}/table.md, table.csv, claims.csv")
+    return claims
+
+
+def export_dataset(model, scale):
+    """The dataset as the runs name it, relative to the project (never a machine's path)."""
+    runs_root = os.path.join(os.environ.get("RESULTS", os.path.join(ROOT, "results")), model, scale)
+    for run in sorted(glob.glob(os.path.join(runs_root, "*-s*.h5"))):
+        rows = export(run, "summary")
+        if rows:
+            d = rows[0]["dataset"]
+            shared = os.path.normpath(os.path.join(ROOT, "..", "shared"))
+            d = d.replace(shared, "../shared").replace(ROOT + "/", "")
+            return d
+    prev = os.path.join(out_dir(model, scale), "table.md")
+    if os.path.exists(prev):
+        with open(prev) as f:
+            for line in f:
+                if line.startswith("Dataset: "):
+                    return line[len("Dataset: "):].split(". Metric:")[0]
+    return "(unknown)"
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    cmd = argv[1]
+    if cmd in ("summarize", "table"):
+        if len(argv) != 4:
+            die(f"usage: report.py {cmd} MODEL SCALE")
+        if cmd == "summarize":
+            summarize(argv[2], argv[3])
+        else:
+            table(argv[2], argv[3])
+        return 0
+    if cmd == "claims":
+        scale, models = "small", []
+        i = 2
+        while i < len(argv):
+            if argv[i] == "--scale" and i + 1 < len(argv):
+                scale = argv[i + 1]
+                i += 2
+            else:
+                models.append(argv[i])
+                i += 1
+        counts = {}
+        for model in models or ["resnet50", "bert", "ssd"]:
+            if not os.path.exists(os.path.join(out_dir(model, scale), "runs.tsv")):
+                print(f"{model}/{scale}: no summaries (run make experiment-{model} SCALE={scale})")
+                continue
+            for c in table(model, scale, quiet=True):
+                counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+                print(f"{model:9s} {c['id']:14s} {c['verdict']:9s}  {c['claim']}\n"
+                      f"{'':25s} ours: {c['ours']}\n{'':25s} why: {c['why']}")
+        print("claims: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+        return 0
+    die(f"unknown command '{cmd}' (summarize, table, claims; --help)")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
