@@ -16,15 +16,6 @@
 #include "mpx/data.h"
 #include "mpx/runtime.h"
 
-const char *const mpx_cifar10_class_names[10] = {
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
-
-const char *mpx_cifar10_file_name(int split, int i) {
-    static const char *const names[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
-                                        "data_batch_4.bin", "data_batch_5.bin"};
-    return split == MPX_SPLIT_TRAIN ? names[i] : "test_batch.bin";
-}
-
 static int split_files(mpx_split split) {
     return split == MPX_SPLIT_TRAIN ? MPX_CIFAR10_TRAIN_FILES : 1;
 }

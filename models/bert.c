@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "models/models.h"
+#include "mpx/models.h"
 
 static const struct {
     const char *name;

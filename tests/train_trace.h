@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/models.h"
+#include "mpx/models.h"
 #include "mpx/backend.h"
 #include "mpx/optim.h"
 #include "mpx/rng.h"

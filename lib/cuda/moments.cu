@@ -28,7 +28,7 @@
 
 #include "lib/cuda/check.cuh"
 #include "lib/cuda/launch.cuh"
-#include "lib/train/als_merge.h"
+#include "lib/graph/als_merge.h"
 #include "mpx/cuda.h"
 
 namespace {

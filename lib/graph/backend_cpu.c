@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/train/als_merge.h"
+#include "lib/graph/als_merge.h"
 #include "mpx/backend.h"
 
 /* The entries a device backend would wait on, counted (backend.h: host_waits). Relaxed: only

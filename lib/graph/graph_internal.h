@@ -217,7 +217,25 @@ mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy_sha
 double node_flops(const mpx_graph *g, const gnode *n, int training);
 const char *op_name(op_kind op);
 
-/* Execution views (graph_exec.c): the only place that knows about storage formats. */
+/* Execution views (graph_views.c): the only place that knows about storage formats. */
+/* Stochastic-rounding streams: unique per (step, tensor or parameter, kind of cast). */
+enum { RS_VALUE = 1, RS_GRAD, RS_PGRAD, RS_WEIGHT, RS_INPUT };
+uint64_t round_stream(int64_t step, int id, int kind);
+/* The policy's cast into storage dtype `dst` (its rounding and seed) on stream `stream`. */
+mpx_cast_spec storage_cast(const mpx_graph *g, mpx_dtype dst, uint64_t stream);
+/* A tensor descriptor of the given shape over `data`. */
+mpx_tensor make_view(int ndim, const int64_t *shape, mpx_dtype dt, mpx_device dev, void *data);
+/* A view of `numel` elements stored as `dt` at `data` for an op to read (decoded into scratch
+ * when the ops cannot read that dtype). */
+mpx_status view_of(mpx_graph *g, int ndim, const int64_t *shape, mpx_dtype dt, void *data,
+                   const char *name, mpx_tensor *v);
+/* Which of t's consumers (a branch slot) input `slot` of node n is. */
+int consumer_slot(const gtensor *t, const gnode *g_nodes, const gnode *n, int slot);
+/* Where tensor t's act stats go on this step, or NULL (none due, unobserved, or shadowed). */
+mpx_cast_stats *act_stats(mpx_graph *g, const gtensor *t);
+/* The counted cast that writes tensor t's gradient from FP32 `src` times `multiplier`;
+ * `writer` is the node whose backward made src (NULL for a merge). */
+void cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier, const gnode *writer);
 /* FP32 view of a tensor's value (decoded into scratch when the backend cannot read it). */
 mpx_status view_value(mpx_graph *g, int tensor, mpx_tensor *v);
 /* FP32 view to write a node's output value; commit_value rounds it into storage. */
@@ -249,6 +267,9 @@ mpx_status view_param_grad(mpx_graph *g, int param, mpx_tensor *v);
 mpx_status commit_param_grad(mpx_graph *g, gnode *n, int param, const mpx_tensor *v);
 /* Scratch is a bump allocator reset per node. */
 float *scratch_take(mpx_graph *g, int64_t numel);
+/* Scratch for `numel` elements of dtype dt. */
+void *scratch_take_dtype(mpx_graph *g, int64_t numel, mpx_dtype dt);
+mpx_status scratch_fail(const mpx_graph *g, const char *what);
 void scratch_reset(mpx_graph *g);
 
 #endif

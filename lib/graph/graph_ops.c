@@ -1,24 +1,11 @@
 /* graph_ops.c — what each node kind does in the forward and backward pass.
  *
- * Glue between a node and the backend's operator: fetch FP32 views (graph_exec.c), call the
+ * Glue between a node and the backend's operator: fetch FP32 views (graph_views.c), call the
  * op, commit the results. No precision or scaling logic here: the views and commits carry it.
  */
 #include <string.h>
 
 #include "graph_internal.h"
-
-const char *op_name(op_kind op) {
-    static const char *const names[OP_COUNT] = {
-        [OP_INPUT] = "input",         [OP_CONV2D] = "conv2d",     [OP_BATCHNORM] = "batchnorm",
-        [OP_RELU] = "relu",           [OP_MAXPOOL2D] = "maxpool2d",
-        [OP_AVGPOOL_GLOBAL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add",
-        [OP_SOFTMAX_CE] = "softmax_ce", [OP_EMBEDDING] = "embedding", [OP_LAYERNORM] = "layernorm",
-        [OP_GELU] = "gelu",           [OP_BMM] = "bmm",           [OP_SOFTMAX] = "softmax",
-        [OP_DROPOUT] = "dropout",     [OP_PERMUTE] = "permute",   [OP_RESHAPE] = "reshape",
-        [OP_LINEAR_T] = "linear",     [OP_CONCAT] = "concat",     [OP_MULTIBOX] = "multibox",
-    };
-    return (unsigned)op < OP_COUNT ? names[op] : "?";
-}
 
 static mpx_status missing(const mpx_graph *g, const char *what) {
     return mpx_fail(MPX_ERR_UNSUPPORTED, "%s is not implemented on the %s backend", what,
@@ -350,15 +337,6 @@ static mpx_status gemm_layer_param_grads(mpx_graph *g, gnode *n, const mpx_tenso
     return MPX_OK;
 }
 
-int op_scales_input_grad(const mpx_backend *be, op_kind op) {
-    switch (op) {
-    case OP_CONV2D: return be->conv2d_backward_data_scaled != NULL;
-    case OP_LINEAR: return be->linear_backward_data_scaled != NULL;
-    case OP_LINEAR_T: return be->linear_t_backward_data_scaled != NULL;
-    default: return 0;
-    }
-}
-
 mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *dy_data,
                          const mpx_tensor *w0) {
     const mpx_backend *be = g->be;
@@ -604,11 +582,6 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     }
     default: return mpx_fail(MPX_ERR_INTERNAL, "unknown op %d", (int)n->op);
     }
-}
-
-int op_moves_values(op_kind op) {
-    return op == OP_RELU || op == OP_ADD || op == OP_MAXPOOL2D || op == OP_PERMUTE ||
-           op == OP_RESHAPE || op == OP_CONCAT;
 }
 
 mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy) {

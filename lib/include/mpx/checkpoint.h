@@ -12,7 +12,6 @@
 
 #include <stdint.h>
 
-#include "mpx/data.h"
 #include "mpx/error.h"
 #include "mpx/graph.h"
 #include "mpx/optim.h"
@@ -22,12 +21,17 @@
 extern "C" {
 #endif
 
+/* Where the training data continues (the loader's epoch and batch; the run layer converts). */
+typedef struct {
+    int64_t epoch, batch;
+} mpx_checkpoint_pos;
+
 typedef struct {
     mpx_graph *g;
     mpx_optimizer *opt;         /* may be NULL (evaluation only) */
     mpx_scaler *scaler;         /* may be NULL (evaluation only) */
     int64_t step;               /* the next step to run */
-    mpx_loader_pos loader;      /* where the training loader continues */
+    mpx_checkpoint_pos loader;  /* where the training loader continues */
     const char *config_text;    /* written */
     const char *model;          /* written; on read, must match */
     char *config_text_read;     /* on read: the stored config (malloc'ed, caller frees) */

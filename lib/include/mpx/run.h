@@ -17,7 +17,7 @@
 #include "mpx/optim.h"
 #include "mpx/precision.h"
 #include "mpx/scaling.h"
-#include "models/models.h"
+#include "mpx/models.h"
 
 #ifdef __cplusplus
 extern "C" {

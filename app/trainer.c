@@ -80,12 +80,13 @@ static void report(trainer *t, const mpx_step_report *r) {
 }
 
 static mpx_status checkpoint(trainer *t, int64_t next_step) {
+    const mpx_loader_pos pos = t->task.ops->position(&t->task);
     mpx_checkpoint_state s = {
         .g = t->g,
         .opt = t->opt,
         .scaler = &t->scaler,
         .step = next_step,
-        .loader = t->task.ops->position(&t->task),
+        .loader = {pos.epoch, pos.batch},
         .config_text = t->o->config_text,
         .model = t->rc->model.arch,
     };
@@ -232,7 +233,8 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
     }
     res->start_step = start;
     if (st == MPX_OK) st = open_log(&t, o->resume ? start : -1);
-    if (st == MPX_OK) st = t.task.ops->start(&t.task, ck.loader);
+    if (st == MPX_OK)
+        st = t.task.ops->start(&t.task, (mpx_loader_pos){ck.loader.epoch, ck.loader.batch});
     if (st == MPX_OK) st = train_loop(&t, start, res);
 
     if (t.log) {
