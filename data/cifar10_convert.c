@@ -22,7 +22,7 @@
 #include "data/fsutil.h"
 #include "data/jpeg_io.h"
 #include "data/sha256.h"
-#include "data/tar_gz.h"
+#include "data/archive.h"
 #include "mpx/data.h"
 #include "mpx/runtime.h"
 
@@ -92,14 +92,14 @@ static mpx_status classify(const char *archive, const char *path, int *split, in
 }
 
 static mpx_status collect(const char *archive, collection *c) {
-    mpx_tar *t;
-    MPX_TRY(mpx_tar_open(archive, &t));
+    mpx_archive *t;
+    MPX_TRY(mpx_archive_open(archive, &t));
     mpx_status st = MPX_OK;
     for (;;) {
-        mpx_tar_entry te;
+        mpx_archive_entry te;
         int done, keep, split = 0, label = 0;
         const char *file = NULL;
-        if ((st = mpx_tar_next(t, &te, &done)) != MPX_OK || done) break;
+        if ((st = mpx_archive_next(t, &te, &done)) != MPX_OK || done) break;
         if (te.type != '0') continue;
         if ((st = classify(archive, te.name, &split, &label, &file, &keep)) != MPX_OK) break;
         if (!keep) continue;
@@ -140,10 +140,10 @@ static mpx_status collect(const char *archive, collection *c) {
             break;
         }
         c->n++;
-        if ((st = mpx_tar_read(t, c->blob + c->blob_n, e->size)) != MPX_OK) break;
+        if ((st = mpx_archive_read(t, c->blob + c->blob_n, e->size)) != MPX_OK) break;
         c->blob_n += e->size;
     }
-    mpx_tar_close(t);
+    mpx_archive_close(t);
     return st;
 }
 

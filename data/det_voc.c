@@ -1,7 +1,7 @@
 /* det_voc.c — loading one split of a Pascal VOC-layout source into memory.
  *
  * 1. Collect the files that matter, from a directory tree (up to 6 levels) or a tar.gz stream
- *    (data/tar_gz.c): <root>/{Annotations,annotations}/ *.xml, <root>/{JPEGImages,images}/ *.jpg,
+ *    (data/archive.c): <root>/{Annotations,annotations}/ *.xml, <root>/{JPEGImages,images}/ *.jpg,
  *    <root>/{train,test}_labels.csv and <root>/ImageSets/Main/{trainval,train,test,val}.txt.
  *    The dataset root is the one folder holding annotations. Annotations, CSVs and split lists
  *    are read into memory; JPEGs too from an archive, from disk when decoded otherwise.
@@ -22,7 +22,7 @@
 #include "data/jpeg_io.h"
 #include "data/resample.h"
 #include "data/sha256.h"
-#include "data/tar_gz.h"
+#include "data/archive.h"
 #include "mpx/runtime.h"
 
 enum { MAX_TEXT_FILE = 16 << 20, MAX_JPEG = 64 << 20, MAX_WALK_DEPTH = 6 };
@@ -116,13 +116,13 @@ static mpx_status add_entry(mpx_voc_files *f, const char *rel, mpx_voc_kind kind
 }
 
 static mpx_status collect_archive(const char *archive, mpx_voc_files *f) {
-    mpx_tar *t;
-    MPX_TRY(mpx_tar_open(archive, &t));
+    mpx_archive *t;
+    MPX_TRY(mpx_archive_open(archive, &t));
     mpx_status st = MPX_OK;
     for (;;) {
-        mpx_tar_entry te;
+        mpx_archive_entry te;
         int done;
-        if ((st = mpx_tar_next(t, &te, &done)) != MPX_OK || done) break;
+        if ((st = mpx_archive_next(t, &te, &done)) != MPX_OK || done) break;
         mpx_voc_kind kind;
         mpx_voc_layout layout;
         size_t root_len;
@@ -143,9 +143,9 @@ static mpx_status collect_archive(const char *archive, mpx_voc_files *f) {
         }
         e->size = (size_t)te.size;
         e->data[e->size] = 0;
-        if ((st = mpx_tar_read(t, e->data, e->size)) != MPX_OK) break;
+        if ((st = mpx_archive_read(t, e->data, e->size)) != MPX_OK) break;
     }
-    mpx_tar_close(t);
+    mpx_archive_close(t);
     return st;
 }
 

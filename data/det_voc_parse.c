@@ -1,4 +1,4 @@
-/* det_voc_parse.c — one Pascal VOC annotation file: the XML events (det_xml.c) mapped onto
+/* det_voc_parse.c — one Pascal VOC annotation file: the XML events (voc_xml.c, expat) mapped onto
  * the VOC subset we use, then every field and box checked. Paths used:
  *   annotation/filename, annotation/size/{width,height},
  *   annotation/object/{name,difficult}, annotation/object/bndbox/{xmin,ymin,xmax,ymax};
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "data/det_voc.h"
-#include "data/det_xml.h"
+#include "data/voc_xml.h"
 #include "mpx/detect.h"
 
 enum { MAX_DIGITS = 12 };

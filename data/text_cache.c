@@ -19,7 +19,7 @@
 #include "mpx/text.h"
 
 /* Bump when the tokenizer or the trainer changes what they produce: old caches are ignored. */
-enum { TRAINER_VERSION = 1 };
+enum { TRAINER_VERSION = 2 }; /* 2: accents stripped, Unicode classes from utf8proc */
 
 typedef struct {
     char cache[1024], dir[1100], vocab[1200], source[1200], sums[1200], lock[1100];

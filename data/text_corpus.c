@@ -1,5 +1,5 @@
 /* text_corpus.c — reading a text corpus: the .txt/.raw files of a directory tree or of a
- * .tar.gz (streamed with data/tar_gz.c, nothing extracted), sorted by path, validated as UTF-8
+ * .tar.gz (streamed with data/archive.c, nothing extracted), sorted by path, validated as UTF-8
  * and checksummed with SHA-256 (data/sha256.c). */
 #include <dirent.h>
 #include <errno.h>
@@ -10,7 +10,7 @@
 
 #include "data/fsutil.h"
 #include "data/sha256.h"
-#include "data/tar_gz.h"
+#include "data/archive.h"
 #include "data/text_internal.h"
 #include "mpx/text.h"
 
@@ -109,13 +109,13 @@ static mpx_status walk(const char *root, const char *rel, int depth, doclist *l)
 }
 
 static mpx_status read_archive(const char *path, doclist *l) {
-    mpx_tar *t;
-    MPX_TRY(mpx_tar_open(path, &t));
+    mpx_archive *t;
+    MPX_TRY(mpx_archive_open(path, &t));
     mpx_status st = MPX_OK;
     for (;;) {
-        mpx_tar_entry e;
+        mpx_archive_entry e;
         int done;
-        st = mpx_tar_next(t, &e, &done);
+        st = mpx_archive_next(t, &e, &done);
         if (st != MPX_OK || done) break;
         if (e.type != '0' || !is_document(e.name) || is_hidden(e.name)) continue;
         if ((uint64_t)e.size >= SIZE_MAX / 2) {
@@ -127,12 +127,12 @@ static mpx_status read_archive(const char *path, doclist *l) {
             st = mpx_fail(MPX_ERR_NOMEM, "out of memory reading '%s' from '%s'", e.name, path);
             break;
         }
-        st = mpx_tar_read(t, data, (size_t)e.size);
+        st = mpx_archive_read(t, data, (size_t)e.size);
         if (st == MPX_OK) st = doclist_add(l, e.name, data, (size_t)e.size);
         else free(data);
         if (st != MPX_OK) break;
     }
-    mpx_tar_close(t);
+    mpx_archive_close(t);
     return st;
 }
 

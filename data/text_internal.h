@@ -32,8 +32,14 @@ typedef enum {
 } mpx_char_class;
 
 mpx_char_class mpx_text_char_class(uint32_t cp);
-/* Simple (one code point to one) lower-case mapping of Python's str.lower(). */
+/* Simple (one code point to one) lower-case mapping. */
 uint32_t mpx_text_lower(uint32_t cp);
+/* cp as a word of BERT uncased holds it: lower-cased, canonically decomposed, nonspacing marks
+ * (Mn) dropped; returns the number of code points written to out (0: cp was only a mark). */
+enum { MPX_FOLD_MAX = 8 };
+int mpx_text_fold(uint32_t cp, uint32_t out[MPX_FOLD_MAX]);
+/* The Unicode version of the character classes and mappings (utf8proc's). */
+const char *mpx_text_unicode_version(void);
 
 /* Longer words are [UNK], as BERT's max_input_chars_per_word. */
 enum { MPX_WORD_MAX_CHARS = 100, MPX_WORD_BUF = 4 * MPX_WORD_MAX_CHARS + 8 };

@@ -277,14 +277,17 @@ mpx_status mpx_text_normalize(const char *text, size_t len, char **out) {
             if (st == MPX_OK) st = sb_put(&b, w.bytes, w.len);
             continue;
         }
-        /* a long word is not kept in w.bytes: lower-case it again from the text */
+        /* a long word is not kept in w.bytes: fold it again from the text */
         for (const uint8_t *p = w.src; p < w.src_end && st == MPX_OK;) {
-            uint32_t cp;
+            uint32_t cp, f[MPX_FOLD_MAX];
             int k = mpx_utf8_decode(p, (size_t)(w.src_end - p), &cp);
             p += k;
             if (mpx_text_char_class(cp) != MPX_CH_WORD) continue;
-            char enc[4];
-            st = sb_put(&b, enc, (size_t)mpx_utf8_encode(mpx_text_lower(cp), enc));
+            const int nf = mpx_text_fold(cp, f);
+            for (int i = 0; i < nf && st == MPX_OK; i++) {
+                char enc[4];
+                st = sb_put(&b, enc, (size_t)mpx_utf8_encode(f[i], enc));
+            }
         }
     }
     return sb_finish(&b, st, out);

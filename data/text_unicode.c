@@ -1,48 +1,30 @@
-/* text_unicode.c — UTF-8 decoding and BERT's basic tokenizer (uncased): what separates words,
- * what is removed, what is punctuation, lower-casing. The Unicode tables are generated from
- * Python's unicodedata (text_unicode_gen.py) so the classes are BERT's:
+/* text_unicode.c — UTF-8 and BERT's basic tokenizer (uncased) on utf8proc: what separates words,
+ * what is removed, what is punctuation, lower-casing and accent stripping, with the classes of
+ * BERT's BasicTokenizer taken from utf8proc's Unicode tables (their version:
+ * mpx_text_unicode_version, pinned by tests/unit/test_text_tokenizer.c):
  *   removed   NUL, U+FFFD, control/format characters (Cc, Cf) other than \t \n \r
  *   space     ' ', \t, \n, \r, Zs; also Zl/Zp (U+2028/9), which BERT would keep inside words
  *             and which would break a line-based vocab.txt
  *   one-char  punctuation (ASCII non-alphanumeric symbols and Unicode P*) and CJK ideographs
- *   word      everything else, lower-cased with str.lower()'s one-to-one mappings
- * Not done: BERT uncased also strips accents (NFD, drop Mn), which needs decomposition tables;
- * accented letters stay as they are here. */
+ *   word      everything else, lower-cased (simple case mapping) and with accents stripped as
+ *             BERT uncased does: each character's canonical decomposition (NFD) without its
+ *             nonspacing marks (Mn). */
 #include <stddef.h>
 #include <stdint.h>
+#include <utf8proc.h>
 
 #include "data/text_internal.h"
-#include "data/text_unicode_tables.h"
 
 int mpx_utf8_decode(const uint8_t *p, size_t n, uint32_t *cp) {
-    uint8_t b0 = p[0];
-    if (b0 < 0x80) {
-        *cp = b0;
+    if (p[0] < 0x80) { /* the common case */
+        *cp = p[0];
         return 1;
     }
-    int len;
-    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        len = 2;
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-        len = 3;
-        if (b0 == 0xE0) lo = 0xA0; /* overlong */
-        if (b0 == 0xED) hi = 0x9F; /* surrogates */
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-        len = 4;
-        if (b0 == 0xF0) lo = 0x90; /* overlong */
-        if (b0 == 0xF4) hi = 0x8F; /* above U+10FFFF */
-    } else {
-        return 0; /* continuation byte, overlong C0/C1, or F5..FF */
-    }
-    if (n < (size_t)len || p[1] < lo || p[1] > hi) return 0;
-    uint32_t v = b0 & (0x7F >> len);
-    for (int i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (p[i] & 0x3F);
-    }
-    *cp = v;
-    return len;
+    utf8proc_int32_t c;
+    const utf8proc_ssize_t k = utf8proc_iterate(p, n > 4 ? 4 : (utf8proc_ssize_t)n, &c);
+    if (k <= 0) return 0;
+    *cp = (uint32_t)c;
+    return (int)k;
 }
 
 size_t mpx_utf8_check(const uint8_t *p, size_t n) {
@@ -61,41 +43,10 @@ size_t mpx_utf8_check(const uint8_t *p, size_t n) {
 }
 
 int mpx_utf8_encode(uint32_t cp, char out[4]) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
+    return (int)utf8proc_encode_char((utf8proc_int32_t)cp, (utf8proc_uint8_t *)out);
 }
 
-static int in_ranges(const uint32_t (*r)[2], size_t n, uint32_t cp) {
-    size_t lo = 0, hi = n; /* first range with last >= cp */
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (r[mid][1] < cp)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && r[lo][0] <= cp;
-}
-
-#define IN(table, cp) in_ranges(table, sizeof table / sizeof table[0], cp)
+const char *mpx_text_unicode_version(void) { return utf8proc_unicode_version(); }
 
 /* BERT's _is_chinese_char: the CJK Unified Ideographs blocks (not Hiragana/Katakana/Hangul). */
 static int is_cjk(uint32_t cp) {
@@ -112,31 +63,57 @@ mpx_char_class mpx_text_char_class(uint32_t cp) {
         int alnum = (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
         return alnum ? MPX_CH_WORD : MPX_CH_PUNCT; /* BERT: every ASCII symbol is punctuation */
     }
-    if (cp == 0xFFFD || IN(control_ranges, cp)) return MPX_CH_DROP;
-    if (IN(space_ranges, cp)) return MPX_CH_SPACE;
-    if (IN(punct_ranges, cp) || is_cjk(cp)) return MPX_CH_PUNCT;
-    return MPX_CH_WORD;
+    if (cp == 0xFFFD) return MPX_CH_DROP;
+    switch (utf8proc_category((utf8proc_int32_t)cp)) {
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF: return MPX_CH_DROP;
+    case UTF8PROC_CATEGORY_ZS:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP: return MPX_CH_SPACE;
+    case UTF8PROC_CATEGORY_PC:
+    case UTF8PROC_CATEGORY_PD:
+    case UTF8PROC_CATEGORY_PS:
+    case UTF8PROC_CATEGORY_PE:
+    case UTF8PROC_CATEGORY_PI:
+    case UTF8PROC_CATEGORY_PF:
+    case UTF8PROC_CATEGORY_PO: return MPX_CH_PUNCT;
+    default: return is_cjk(cp) ? MPX_CH_PUNCT : MPX_CH_WORD;
+    }
 }
 
 uint32_t mpx_text_lower(uint32_t cp) {
     if (cp < 0x80) return (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
-    size_t lo = 0, hi = sizeof lower_runs / sizeof lower_runs[0]; /* first run with last >= cp */
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if ((uint32_t)lower_runs[mid][1] < cp)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == sizeof lower_runs / sizeof lower_runs[0]) return cp;
-    const int32_t *r = lower_runs[lo];
-    if (cp < (uint32_t)r[0] || (cp - (uint32_t)r[0]) % (uint32_t)r[3] != 0) return cp;
-    return (uint32_t)((int32_t)cp + r[2]);
+    return (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
 }
 
+int mpx_text_fold(uint32_t cp, uint32_t out[MPX_FOLD_MAX]) {
+    const uint32_t low = mpx_text_lower(cp);
+    if (low < 0x80) {
+        out[0] = low;
+        return 1;
+    }
+    utf8proc_int32_t d[MPX_FOLD_MAX];
+    int last = 0;
+    const utf8proc_ssize_t k =
+        utf8proc_decompose_char((utf8proc_int32_t)low, d, MPX_FOLD_MAX, UTF8PROC_DECOMPOSE, &last);
+    if (k <= 0 || k > MPX_FOLD_MAX) { /* (no canonical decomposition is that long) */
+        out[0] = low;
+        return utf8proc_category((utf8proc_int32_t)low) == UTF8PROC_CATEGORY_MN ? 0 : 1;
+    }
+    int n = 0;
+    for (utf8proc_ssize_t i = 0; i < k; i++)
+        if (utf8proc_category(d[i]) != UTF8PROC_CATEGORY_MN) out[n++] = (uint32_t)d[i];
+    return n;
+}
+
+/* Append cp to the word as BERT uncased stores it: lower-cased, accents stripped. */
 static void word_append(mpx_word *w, uint32_t cp) {
-    w->chars++;
-    if (w->chars <= MPX_WORD_MAX_CHARS) w->len += (size_t)mpx_utf8_encode(cp, w->bytes + w->len);
+    uint32_t f[MPX_FOLD_MAX];
+    const int n = mpx_text_fold(cp, f);
+    for (int i = 0; i < n; i++) {
+        w->chars++;
+        if (w->chars <= MPX_WORD_MAX_CHARS) w->len += (size_t)mpx_utf8_encode(f[i], w->bytes + w->len);
+    }
 }
 
 int mpx_word_next(mpx_word_iter *it, mpx_word *w) {
@@ -159,7 +136,7 @@ int mpx_word_next(mpx_word_iter *it, mpx_word *w) {
     w->src = it->p;
     if (cls == MPX_CH_PUNCT) {
         it->p += k;
-        word_append(w, mpx_text_lower(cp));
+        word_append(w, cp);
         w->bytes[w->len] = '\0';
         w->punct = 1;
         w->src_end = it->p;
@@ -173,7 +150,7 @@ int mpx_word_next(mpx_word_iter *it, mpx_word *w) {
         }
         cls = mpx_text_char_class(cp);
         if (cls == MPX_CH_SPACE || cls == MPX_CH_PUNCT) break;
-        if (cls == MPX_CH_WORD) word_append(w, mpx_text_lower(cp)); /* MPX_CH_DROP: removed */
+        if (cls == MPX_CH_WORD) word_append(w, cp); /* MPX_CH_DROP: removed */
     }
     w->src_end = it->p;
     if (w->chars > MPX_WORD_MAX_CHARS) {

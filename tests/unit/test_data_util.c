@@ -9,7 +9,7 @@
 #include "data/fixtures.h"
 #include "data/resample.h"
 #include "data/sha256.h"
-#include "data/tar_gz.h"
+#include "data/archive.h"
 #include "testutil.h"
 
 static void test_sha256(void) {
@@ -102,13 +102,13 @@ static void test_tar(const char *tmp) {
     const char *want_names[] = {"top/", longdir + 2, longname, paxname};
     const char want_types[] = {'5', '0', '0', '0'};
     const int64_t want_sizes[] = {0, 5, 600, 3};
-    mpx_tar *t;
-    CHECK_OK(mpx_tar_open(path, &t));
+    mpx_archive *t;
+    CHECK_OK(mpx_archive_open(path, &t));
     if (!t) return;
     for (int k = 0;; k++) {
-        mpx_tar_entry e;
+        mpx_archive_entry e;
         int done;
-        mpx_status st = mpx_tar_next(t, &e, &done);
+        mpx_status st = mpx_archive_next(t, &e, &done);
         CHECK(st == MPX_OK, "tar entry %d: %s", k, mpx_error_message());
         if (st != MPX_OK || done) {
             CHECK(k == 4, "tar ended after %d entries, want 4", k);
@@ -122,13 +122,13 @@ static void test_tar(const char *tmp) {
               want_names[k]);
         CHECK(e.type == want_types[k] && e.size == want_sizes[k], "entry %d type %c size %lld", k,
               e.type, (long long)e.size);
-        if (k == 2) { /* read the 600 bytes; others are skipped by mpx_tar_next */
+        if (k == 2) { /* read the 600 bytes; others are skipped by mpx_archive_next */
             char got[600];
-            CHECK_OK(mpx_tar_read(t, got, 600));
+            CHECK_OK(mpx_archive_read(t, got, 600));
             CHECK(memcmp(got, big, 600) == 0, "entry data differs");
         }
     }
-    mpx_tar_close(t);
+    mpx_archive_close(t);
 
     /* Truncated gzip stream: cut the file in the middle of the data. */
     char *bytes;
@@ -143,15 +143,15 @@ static void test_tar(const char *tmp) {
     char cut[1200];
     snprintf(cut, sizeof cut, "%s/cut.tar.gz", tmp);
     fx_write_file(cut, bytes, n / 2);
-    CHECK_OK(mpx_tar_open(cut, &t));
-    mpx_status st = MPX_OK;
+    /* (libarchive reads ahead: the damage may show when the archive is opened) */
+    mpx_status st = mpx_archive_open(cut, &t);
     for (int k = 0; k < 10 && st == MPX_OK; k++) {
-        mpx_tar_entry e;
+        mpx_archive_entry e;
         int done;
-        st = mpx_tar_next(t, &e, &done);
+        st = mpx_archive_next(t, &e, &done);
         if (done) break;
     }
-    mpx_tar_close(t);
+    mpx_archive_close(t);
     CHECK(st == MPX_ERR_INPUT && strstr(mpx_error_message(), "cut.tar.gz"),
           "truncated archive -> %s: %s", mpx_status_name(st), mpx_error_message());
     free(bytes);
@@ -167,13 +167,14 @@ static void test_tar(const char *tmp) {
     fseek(f, 0, SEEK_SET);
     fputc('b', f); /* rename a.txt -> b.txt without fixing the checksum */
     fclose(f);
-    CHECK_OK(mpx_tar_open(bad, &t));
-    mpx_tar_entry e;
-    int done;
-    st = mpx_tar_next(t, &e, &done);
-    mpx_tar_close(t);
-    CHECK(st == MPX_ERR_INPUT && strstr(mpx_error_message(), "checksum"), "bad checksum -> %s: %s",
-          mpx_status_name(st), mpx_error_message());
+    st = mpx_archive_open(bad, &t);
+    mpx_archive_entry e;
+    int done = 0;
+    if (st == MPX_OK) st = mpx_archive_next(t, &e, &done);
+    mpx_archive_close(t);
+    CHECK(st == MPX_ERR_INPUT && strstr(mpx_error_message(), "bad.tar") &&
+              strstr(mpx_error_message(), "damaged"),
+          "bad checksum -> %s: %s", mpx_status_name(st), mpx_error_message());
 }
 
 static void test_resample(void) {

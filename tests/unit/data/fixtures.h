@@ -1,7 +1,7 @@
 /* fixtures.h — writers for the data tests' generated fixtures (header-only, static).
  *
  * JPEGs are encoded with libjpeg, tar archives are written block by block in POSIX ustar
- * format (independently of the reader in data/tar_gz.c) and gzipped with zlib's gzopen "wb",
+ * format (independently of the reader, libarchive in data/archive.c) and gzipped with zlib's gzopen "wb",
  * so every fixture is made in a temporary directory at test time.
  */
 #ifndef MPX_TEST_DATA_FIXTURES_H
