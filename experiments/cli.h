@@ -2,6 +2,8 @@
 #ifndef MPX_CLI_H
 #define MPX_CLI_H
 
+#include <getopt.h>
+
 #include "mpx/error.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_DIVERGED = 3 };
@@ -12,6 +14,17 @@ int cli_error(const char *cmd, mpx_status st);
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* 1 when argv holds -h or --help. */
 int cli_wants_help(int argc, char **argv);
+/* The next option of `cmd`'s argv by getopt_long (--name VALUE and --name=VALUE alike; options
+ * and positional arguments in any order): the option's `val`, optarg holding its value; -1 at
+ * the end, when the positional arguments are argv[optind..argc); CLI_BAD after reporting an
+ * unknown option or a missing value (cli_usage: the caller exits 2). Call with optind = 0
+ * first: cli_getopt_start does. */
+enum { CLI_BAD = -2 };
+void cli_getopt_start(void);
+int cli_getopt(const char *cmd, int argc, char **argv, const struct option *opts);
+/* The positional arguments after the first must be config overrides (section.key=value): 1
+ * when they are, else 0 after reporting the first that is not. */
+int cli_overrides_only(const char *cmd, int n, char **args);
 /* mkdir -p of the directory part of `path`. */
 mpx_status cli_make_parent_dirs(const char *path);
 

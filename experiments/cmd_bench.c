@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "mpx/run.h"
 #include "mpx/runtime.h"
 
@@ -49,45 +50,66 @@ static const char *const overhead_keys[MPX_OVERHEAD_KINDS] = {
     "control",                 "control_parts"};
 
 static void write_json(FILE *f, const char *config, const mpx_bench_result *r, int tokens) {
-    fprintf(f, "{\n  \"config\": \"%s\",\n  \"mpx_version\": \"%s\",\n  \"git_commit\": \"%s\",\n", config,
-            mpx_version(), mpx_git_commit());
-    fprintf(f, "  \"threads\": %d,\n  \"blas\": \"%s\",\n  \"batch\": %d,\n  \"gflop_per_step\": %.6g,\n",
-            mpx_threads_get(), mpx_blas_info(), r->batch, r->flops_per_step * 1e-9);
-    fprintf(f, "  \"reference\": {\"gemm_m\": %d, \"gemm_n\": %d, \"gemm_k\": %d, \"sgemm_gflops\": %.6g, "
-               "\"sgemm_2048_gflops\": %.6g},\n",
-            r->ref_gemm_m, r->ref_gemm_n, r->ref_gemm_k, r->ref_gflops, r->big_gflops);
-    fprintf(f, "  \"peak_rss_mib\": %.1f,\n", r->peak_rss / 1048576.0);
-    if (r->has_scratch_peak)
-        fprintf(f, "  \"device_scratch_peak_mib\": %.1f,\n", r->scratch_peak / 1048576.0);
-    if (r->conv16_fallbacks >= 0)
-        fprintf(f, "  \"conv16_fallbacks\": %lld,\n", (long long)r->conv16_fallbacks);
-    fprintf(f, "  \"variants\": [\n");
+    json_writer w = {f, 0, {0}};
+    json_begin_object(&w, NULL);
+    json_string(&w, "config", config);
+    json_string(&w, "mpx_version", mpx_version());
+    json_string(&w, "git_commit", mpx_git_commit());
+    json_string(&w, "host", mpx_host_str());
+    json_integer(&w, "threads", mpx_threads_get());
+    json_string(&w, "blas", mpx_blas_info());
+    json_integer(&w, "batch", r->batch);
+    json_number(&w, "gflop_per_step", r->flops_per_step * 1e-9);
+    json_begin_object(&w, "reference");
+    json_integer(&w, "gemm_m", r->ref_gemm_m);
+    json_integer(&w, "gemm_n", r->ref_gemm_n);
+    json_integer(&w, "gemm_k", r->ref_gemm_k);
+    json_number(&w, "sgemm_gflops", r->ref_gflops);
+    json_number(&w, "sgemm_2048_gflops", r->big_gflops);
+    json_end_object(&w);
+    json_number(&w, "peak_rss_mib", r->peak_rss / 1048576.0);
+    if (r->has_scratch_peak) json_number(&w, "device_scratch_peak_mib", r->scratch_peak / 1048576.0);
+    if (r->conv16_fallbacks >= 0) json_integer(&w, "conv16_fallbacks", (long long)r->conv16_fallbacks);
+    json_begin_array(&w, "variants");
     for (int i = 0; i < r->n; i++) {
-        const mpx_bench_row *w = &r->rows[i];
-        fprintf(f, "    {\"name\": \"%s\", \"mode\": \"%s\", \"median_s\": %.6g, \"min_s\": %.6g, "
-                   "\"max_s\": %.6g, \"samples_per_s\": %.6g, \"gflops\": %.6g, \"ratio_to_sgemm\": %.6g, "
-                   "\"tokens_per_s\": %.6g, \"arena_mib\": %.1f, \"host_waits_per_step\": %.6g, "
-                   "\"merge_redos_per_step\": %.6g, \"skipped_gflop_per_step\": %.6g}%s\n",
-                w->name, w->mode, w->median_s, w->min_s, w->max_s, w->samples_per_s, w->gflops,
-                w->ratio_ref, w->samples_per_s * tokens, w->arena_bytes / 1048576.0, w->waits_per_step,
-                w->redos_per_step, w->skipped_flops * 1e-9, i + 1 < r->n ? "," : "");
+        const mpx_bench_row *v = &r->rows[i];
+        json_begin_object(&w, NULL);
+        json_string(&w, "name", v->name);
+        json_string(&w, "mode", v->mode);
+        json_number(&w, "median_s", v->median_s);
+        json_number(&w, "min_s", v->min_s);
+        json_number(&w, "max_s", v->max_s);
+        json_number(&w, "samples_per_s", v->samples_per_s);
+        json_number(&w, "gflops", v->gflops);
+        json_number(&w, "ratio_to_sgemm", v->ratio_ref);
+        json_number(&w, "tokens_per_s", v->samples_per_s * tokens);
+        json_number(&w, "arena_mib", v->arena_bytes / 1048576.0);
+        json_number(&w, "host_waits_per_step", v->waits_per_step);
+        json_number(&w, "merge_redos_per_step", v->redos_per_step);
+        json_number(&w, "skipped_gflop_per_step", v->skipped_flops * 1e-9);
+        json_end_object(&w);
     }
-    fprintf(f, "  ]");
+    json_end_array(&w);
     if (r->has_overheads) {
         /* each: the median over rounds, then its 95% interval ("ci95", null where the rounds
          * were too few to give one) */
-        fprintf(f, ",\n  \"overheads\": {");
+        json_begin_object(&w, "overheads");
         for (int q = 0; q < MPX_OVERHEAD_KINDS; q++) {
-            fprintf(f, "%s\"%s\": %.6g, \"%s_ci95\": ", q ? ", " : "", overhead_keys[q], r->overhead[q],
-                    overhead_keys[q]);
-            if (isfinite(r->overhead_lo[q]) && isfinite(r->overhead_hi[q]))
-                fprintf(f, "[%.6g, %.6g]", r->overhead_lo[q], r->overhead_hi[q]);
-            else
-                fprintf(f, "null");
+            char ci[64];
+            snprintf(ci, sizeof ci, "%s_ci95", overhead_keys[q]);
+            json_number(&w, overhead_keys[q], r->overhead[q]);
+            if (isfinite(r->overhead_lo[q]) && isfinite(r->overhead_hi[q])) {
+                json_begin_array(&w, ci);
+                json_number(&w, NULL, r->overhead_lo[q]);
+                json_number(&w, NULL, r->overhead_hi[q]);
+                json_end_array(&w);
+            } else {
+                json_null(&w, ci);
+            }
         }
-        fprintf(f, "}");
+        json_end_object(&w);
     }
-    fprintf(f, "\n}\n");
+    json_end_object(&w);
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -95,56 +117,43 @@ int cmd_bench(int argc, char **argv) {
         help();
         return EXIT_OK;
     }
-    const char *config = NULL, *json = NULL;
+    const char *json = NULL, *device = NULL;
     mpx_bench_opts o = {10, 2, NULL, 0, 0, 1};
-    const char **overrides = calloc((size_t)argc, sizeof *overrides);
-    int n_over = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--modes") || !strcmp(a, "--json") ||
-            !strcmp(a, "--device")) {
-            if (i + 1 >= argc) {
-                free(overrides);
-                return cli_usage("bench", "%s needs a value", a);
-            }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--modes")) o.modes = v;
-            else if (!strcmp(a, "--device")) {
-                if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
-                    free(overrides);
-                    return cli_usage("bench", "--device '%s': expected cpu or cuda", v);
-                }
-                overrides[n_over++] = !strcmp(v, "cpu") ? "train.device=cpu" : "train.device=cuda";
-            } else if (!strcmp(a, "--json")) json = v;
-            else {
-                char *end;
-                long n = strtol(v, &end, 10);
-                if (*end || n < (a[2] == 's' ? 1 : 0) || n > 100000) {
-                    free(overrides);
-                    return cli_usage("bench", "%s '%s' is not a valid count", a, v);
-                }
-                *(a[2] == 's' ? &o.steps : &o.warmup) = (int)n;
-            }
-        } else if (!strcmp(a, "--overheads")) {
-            o.overheads = 1;
-        } else if (!strcmp(a, "--profile")) {
-            o.profile = 1;
-        } else if (a[0] == '-') {
-            free(overrides);
-            return cli_usage("bench", "unknown option '%s'", a);
-        } else if (!config) {
-            config = a;
-        } else if (strchr(a, '=')) {
-            overrides[n_over++] = a;
-        } else {
-            free(overrides);
-            return cli_usage("bench", "unexpected argument '%s'", a);
+    static const struct option opts[] = {
+        {"steps", required_argument, NULL, 's'}, {"warmup", required_argument, NULL, 'w'},
+        {"modes", required_argument, NULL, 'm'}, {"json", required_argument, NULL, 'j'},
+        {"device", required_argument, NULL, 'd'}, {"overheads", no_argument, NULL, 'O'},
+        {"profile", no_argument, NULL, 'P'},     {NULL, 0, NULL, 0}};
+    cli_getopt_start();
+    for (int c; (c = cli_getopt("bench", argc, argv, opts)) != -1;) {
+        if (c == CLI_BAD) return EXIT_USAGE;
+        if (c == 'm') o.modes = optarg;
+        if (c == 'j') json = optarg;
+        if (c == 'O') o.overheads = 1;
+        if (c == 'P') o.profile = 1;
+        if (c == 'd') {
+            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
+                return cli_usage("bench", "--device '%s': expected cpu or cuda", optarg);
+            device = !strcmp(optarg, "cpu") ? "train.device=cpu" : "train.device=cuda";
+        }
+        if (c == 's' || c == 'w') {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < (c == 's' ? 1 : 0) || n > 100000)
+                return cli_usage("bench", "--%s '%s' is not a valid count",
+                                 c == 's' ? "steps" : "warmup", optarg);
+            *(c == 's' ? &o.steps : &o.warmup) = (int)n;
         }
     }
-    if (!config) {
-        free(overrides);
-        return cli_usage("bench", "missing CONFIG");
-    }
+    if (optind >= argc) return cli_usage("bench", "missing CONFIG");
+    const char *config = argv[optind];
+    const int n_args = argc - optind - 1;
+    if (!cli_overrides_only("bench", n_args, argv + optind + 1)) return EXIT_USAGE;
+    const char **overrides = calloc((size_t)n_args + 1, sizeof *overrides);
+    if (!overrides) return cli_usage("bench", "out of memory");
+    int n_over = 0;
+    for (int i = 0; i < n_args; i++) overrides[n_over++] = argv[optind + 1 + i];
+    if (device) overrides[n_over++] = device;
     mpx_config *cfg = NULL;
     mpx_run_cfg rc;
     mpx_status st = mpx_run_load(config, overrides, n_over, &cfg, &rc);

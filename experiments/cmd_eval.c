@@ -19,9 +19,13 @@ int cmd_eval(int argc, char **argv) {
         help();
         return EXIT_OK;
     }
-    if (argc < 2) return cli_usage("eval", "missing RUN.h5 or CHECKPOINT");
+    static const struct option opts[] = {{NULL, 0, NULL, 0}};
+    cli_getopt_start();
+    for (int c; (c = cli_getopt("eval", argc, argv, opts)) != -1;)
+        if (c == CLI_BAD) return EXIT_USAGE;
+    if (optind >= argc) return cli_usage("eval", "missing RUN.h5 or CHECKPOINT");
     char ckpt[4096];
-    const char *arg = argv[1];
+    const char *arg = argv[optind];
     size_t n = strlen(arg);
     if (n > 3 && strcmp(arg + n - 3, ".h5") == 0)
         snprintf(ckpt, sizeof ckpt, "%.*s.ckpt", (int)(n - 3), arg);
@@ -32,10 +36,10 @@ int cmd_eval(int argc, char **argv) {
                 strcmp(ckpt, arg) ? " beside the run file" : "");
         return EXIT_USAGE;
     }
-    for (int i = 2; i < argc; i++)
-        if (!strchr(argv[i], '=')) return cli_usage("eval", "unexpected argument '%s'", argv[i]);
+    const int n_over = argc - optind - 1;
+    if (!cli_overrides_only("eval", n_over, argv + optind + 1)) return EXIT_USAGE;
     mpx_eval_result r;
-    mpx_status st = mpx_run_eval_checkpoint(ckpt, (const char *const *)argv + 2, argc - 2, &r);
+    mpx_status st = mpx_run_eval_checkpoint(ckpt, (const char *const *)argv + optind + 1, n_over, &r);
     if (st != MPX_OK) return cli_error("eval", st);
     printf("model\t%s\nstep\t%lld\ndataset\t%s\nloss\t%.6f\n%s\t%.4f\n", r.model, (long long)r.step,
            r.dataset, r.loss, r.metric_name, r.metric);

@@ -35,31 +35,26 @@ int cmd_export(int argc, char **argv) {
         help();
         return EXIT_OK;
     }
-    const char *path = NULL, *what = NULL;
     mpx_export_opts o = {NULL, -1, 0};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--layer") == 0 || strcmp(argv[i], "--step") == 0) {
-            if (i + 1 >= argc) return cli_usage("export", "%s needs a value", argv[i]);
-            if (argv[i][2] == 'l') {
-                o.layer = argv[++i];
-            } else {
-                char *end;
-                o.step = strtoll(argv[++i], &end, 10);
-                if (*end || o.step < 0) return cli_usage("export", "--step '%s' is not a step number", argv[i]);
-            }
-        } else if (strcmp(argv[i], "--pooled") == 0) {
-            o.pooled = 1;
-        } else if (argv[i][0] == '-') {
-            return cli_usage("export", "unknown option '%s'", argv[i]);
-        } else if (!path) {
-            path = argv[i];
-        } else if (!what) {
-            what = argv[i];
-        } else {
-            return cli_usage("export", "unexpected argument '%s'", argv[i]);
+    static const struct option opts[] = {{"layer", required_argument, NULL, 'l'},
+                                         {"step", required_argument, NULL, 's'},
+                                         {"pooled", no_argument, NULL, 'p'},
+                                         {NULL, 0, NULL, 0}};
+    cli_getopt_start();
+    for (int c; (c = cli_getopt("export", argc, argv, opts)) != -1;) {
+        if (c == CLI_BAD) return EXIT_USAGE;
+        if (c == 'l') o.layer = optarg;
+        if (c == 'p') o.pooled = 1;
+        if (c == 's') {
+            char *end;
+            o.step = strtoll(optarg, &end, 10);
+            if (*end || o.step < 0 || !optarg[0])
+                return cli_usage("export", "--step '%s' is not a step number", optarg);
         }
     }
-    if (!path || !what) return cli_usage("export", "needs RUN.h5 and WHAT");
+    if (argc - optind < 2) return cli_usage("export", "needs RUN.h5 and WHAT");
+    if (argc - optind > 2) return cli_usage("export", "unexpected argument '%s'", argv[optind + 2]);
+    const char *path = argv[optind], *what = argv[optind + 1];
     mpx_status st = mpx_runlog_export(path, what, &o, stdout);
     if (st != MPX_OK) return cli_error("export", st);
     return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;

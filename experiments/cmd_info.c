@@ -59,16 +59,21 @@ int cmd_info(int argc, char **argv) {
         help();
         return EXIT_OK;
     }
-    if (argc < 2) {
+    static const struct option opts[] = {{NULL, 0, NULL, 0}};
+    cli_getopt_start();
+    for (int c; (c = cli_getopt("info", argc, argv, opts)) != -1;)
+        if (c == CLI_BAD) return EXIT_USAGE;
+    if (optind >= argc) {
         build_info();
         model_sizes();
         return EXIT_OK;
     }
     mpx_config *cfg = NULL;
     mpx_run_cfg rc;
-    for (int i = 2; i < argc; i++)
-        if (!strchr(argv[i], '=')) return cli_usage("info", "unexpected argument '%s'", argv[i]);
-    mpx_status st = mpx_run_load(argv[1], (const char *const *)argv + 2, argc - 2, &cfg, &rc);
+    const int n_over = argc - optind - 1;
+    if (!cli_overrides_only("info", n_over, argv + optind + 1)) return EXIT_USAGE;
+    mpx_status st =
+        mpx_run_load(argv[optind], (const char *const *)argv + optind + 1, n_over, &cfg, &rc);
     mpx_config_free(cfg);
     if (st != MPX_OK) return cli_error("info", st);
     mpx_threads_set(rc.train.threads);

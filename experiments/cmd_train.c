@@ -100,46 +100,33 @@ int cmd_train(int argc, char **argv) {
         help();
         return EXIT_OK;
     }
-    const char *config = NULL, *out = NULL, *resume = NULL;
+    const char *out = NULL, *resume = NULL;
     int force = 0;
-    const char **overrides = calloc((size_t)argc, sizeof *overrides);
-    int n_over = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help-config") == 0) {
+    static const struct option opts[] = {{"out", required_argument, NULL, 'o'},
+                                         {"resume", required_argument, NULL, 'r'},
+                                         {"force", no_argument, NULL, 'f'},
+                                         {"help-config", no_argument, NULL, 'c'},
+                                         {NULL, 0, NULL, 0}};
+    cli_getopt_start();
+    for (int c; (c = cli_getopt("train", argc, argv, opts)) != -1;) {
+        if (c == CLI_BAD) return EXIT_USAGE;
+        if (c == 'c') {
             help_config();
-            free(overrides);
             return EXIT_OK;
-        } else if (strcmp(argv[i], "--force") == 0) {
-            force = 1;
-        } else if (strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--resume") == 0) {
-            if (i + 1 >= argc) {
-                free(overrides);
-                return cli_usage("train", "%s needs a file name", argv[i]);
-            }
-            *(argv[i][2] == 'o' ? &out : &resume) = argv[i + 1];
-            i++;
-        } else if (argv[i][0] == '-') {
-            free(overrides);
-            return cli_usage("train", "unknown option '%s'", argv[i]);
-        } else if (!config) {
-            config = argv[i];
-        } else if (strchr(argv[i], '=')) {
-            overrides[n_over++] = argv[i];
-        } else {
-            free(overrides);
-            return cli_usage("train", "unexpected argument '%s' (overrides look like train.steps=100)",
-                             argv[i]);
         }
+        if (c == 'o') out = optarg;
+        if (c == 'r') resume = optarg;
+        if (c == 'f') force = 1;
     }
-    if (!config) {
-        free(overrides);
-        return cli_usage("train", "missing CONFIG");
-    }
+    if (optind >= argc) return cli_usage("train", "missing CONFIG");
+    const char *config = argv[optind];
+    char **overrides = argv + optind + 1;
+    const int n_over = argc - optind - 1;
+    if (!cli_overrides_only("train", n_over, overrides)) return EXIT_USAGE;
 
     mpx_config *cfg = NULL;
     mpx_run_cfg rc;
-    mpx_status st = mpx_run_load(config, overrides, n_over, &cfg, &rc);
-    free(overrides);
+    mpx_status st = mpx_run_load(config, (const char *const *)overrides, n_over, &cfg, &rc);
     if (st != MPX_OK) {
         mpx_config_free(cfg);
         return cli_error("train", st);

@@ -506,7 +506,7 @@ static mpx_status check_opts(const char *what, const mpx_export_opts *o, int lay
     if (o->step >= 0 && !step_ok)
         return mpx_fail(MPX_ERR_INPUT,
                         "export '%s' is not per statistics step: --step does not "
-                        "apply (it selects a step of hist, underflow or scale)",
+                        "apply (it selects a step of hist, underflow, scale or updates)",
                         what);
     if (o->pooled && !pooled_ok)
         return mpx_fail(MPX_ERR_INPUT, "export '%s': pooling applies to hist only", what);

@@ -69,6 +69,10 @@ expect 0 "update_lost" -- "$MPX" export "$tmp/pure.h5" updates --step 1
 checks=$((checks + 1))
 "$MPX" export "$tmp/pure.h5" updates | awk -F'\t' 'NR > 1 && $5 > 0 { n++ } END { exit !(n > 0) }' ||
   { fails=$((fails + 1)); echo "FAIL: no layer with nonzero updates in the updates export"; }
+# getopt_long: --out=F as --out F, options after the overrides
+expect 0 "resnet20, fp32, none scaling" -- "$MPX" train "$tmp/ok.cfg" --out="$tmp/eq.h5" train.steps=1 --force
+checks=$((checks + 1))
+[ -f "$tmp/eq.h5" ] || { fails=$((fails + 1)); echo "FAIL: --out=FILE did not write FILE"; }
 expect 2 "unknown option '--frce'" -- "$MPX" train "$tmp/ok.cfg" --frce
 expect 2 "missing CONFIG" -- "$MPX" train
 
@@ -109,6 +113,13 @@ assert all(v["merge_redos_per_step"] == 0 for v in json.load(open(sys.argv[1]))[
 # no layer of a ResNet gets all-zero gradient rows: nothing left out of its GEMMs
 assert all(v["skipped_gflop_per_step"] == 0 for v in json.load(open(sys.argv[1]))["variants"])
 PY
+
+# Bench JSON stays JSON whatever the config's name holds (quotes, backslashes, tabs).
+cp "$tmp/ok.cfg" "$tmp/we\"ird\\	name.cfg"
+expect 0 "GFLOP" -- "$MPX" bench "$tmp/we\"ird\\	name.cfg" --steps 1 --warmup 0 --modes fp32 --json="$tmp/weird.json"
+checks=$((checks + 1))
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["config"].endswith("we\"ird\\\tname.cfg"), d["config"]; assert d["host"]' "$tmp/weird.json" ||
+  { fails=$((fails + 1)); echo "FAIL: bench JSON of a config with quotes in its name"; }
 
 # GFLOP/s is the arithmetic done: BERT's linear backward leaves the all-zero gradient rows of
 # the ignored MLM positions out of its GEMMs, and the bench subtracts them (needs the corpus).
