@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpx/fsutil.h"
 #include "mpx/run.h"
 #include "mpx/runtime.h"
 
@@ -44,8 +45,10 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"data", "root", MPX_CFG_STRING, "", NULL, NR,
      "imagefolder: root with train/ and val/; voc: the dataset folder or archive; text: a "
      "corpus folder or .tar.gz (default: the shared corpus)"},
-    {"data", "cache_dir", MPX_CFG_STRING, "", NULL, NR, "default: data/cache in the source tree"},
-    {"data", "shared_dir", MPX_CFG_STRING, "", NULL, NR, "default: ../shared/data beside the source tree"},
+    {"data", "cache_dir", MPX_CFG_STRING, "", NULL, NR,
+     "default: $MPX_CACHE_DIR, else data/cache in the source tree"},
+    {"data", "shared_dir", MPX_CFG_STRING, "", NULL, NR,
+     "default: $MPX_SHARED_DATA, else ../shared/data beside the source tree"},
     {"data", "resolution", MPX_CFG_INT, "0", NULL, 0, 4096, "input size; 0: the dataset's own"},
     {"data", "crop_pad", MPX_CFG_INT, "4", NULL, 0, 64, "random crop with this zero padding"},
     {"data", "flip", MPX_CFG_BOOL, "true", NULL, NR, "random horizontal flips"},
@@ -279,9 +282,8 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
     copy_str(d->root, sizeof d->root, mpx_cfg_str(cfg, "data.root"));
     copy_str(d->cache_dir, sizeof d->cache_dir, mpx_cfg_str(cfg, "data.cache_dir"));
     copy_str(d->shared_dir, sizeof d->shared_dir, mpx_cfg_str(cfg, "data.shared_dir"));
-    if (!d->cache_dir[0]) snprintf(d->cache_dir, sizeof d->cache_dir, "%s/data/cache", mpx_source_dir());
-    if (!d->shared_dir[0])
-        snprintf(d->shared_dir, sizeof d->shared_dir, "%s/../shared/data", mpx_source_dir());
+    if (!d->cache_dir[0]) snprintf(d->cache_dir, sizeof d->cache_dir, "%s", mpx_data_cache_dir());
+    if (!d->shared_dir[0]) snprintf(d->shared_dir, sizeof d->shared_dir, "%s", mpx_data_shared_dir());
     d->resolution = (int)mpx_cfg_int(cfg, "data.resolution");
     d->crop_pad = (int)mpx_cfg_int(cfg, "data.crop_pad");
     d->flip = mpx_cfg_bool(cfg, "data.flip");

@@ -11,7 +11,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "data/fsutil.h"
+#include "mpx/fsutil.h"
 #include "data/sha256.h"
 #include "mpx/data.h"
 #include "mpx/runtime.h"
@@ -128,11 +128,10 @@ typedef struct {
 static mpx_status resolve(const mpx_cifar10_opts *o, sources *s) {
     static const mpx_cifar10_opts defaults = {0};
     if (!o) o = &defaults;
-    int k1 = o->cache_dir ? snprintf(s->cache, sizeof s->cache, "%s", o->cache_dir)
-                          : snprintf(s->cache, sizeof s->cache, "%s/data/cache", mpx_source_dir());
-    int k2 = o->shared_dir
-                 ? snprintf(s->shared, sizeof s->shared, "%s", o->shared_dir)
-                 : snprintf(s->shared, sizeof s->shared, "%s/../shared/data", mpx_source_dir());
+    int k1 = snprintf(s->cache, sizeof s->cache, "%s",
+                      o->cache_dir ? o->cache_dir : mpx_data_cache_dir());
+    int k2 = snprintf(s->shared, sizeof s->shared, "%s",
+                      o->shared_dir ? o->shared_dir : mpx_data_shared_dir());
     if (k1 < 0 || k1 >= (int)sizeof s->cache || k2 < 0 || k2 >= (int)sizeof s->shared)
         return mpx_fail(MPX_ERR_INPUT, "CIFAR-10: cache or shared directory path too long");
     MPX_TRY(mpx_fs_join(s->batches, sizeof s->batches, s->cache, MPX_CIFAR10_DIRNAME));

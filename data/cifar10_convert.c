@@ -19,7 +19,7 @@
 #include <jpeglib.h>
 
 #include "data/cifar10.h"
-#include "data/fsutil.h"
+#include "mpx/fsutil.h"
 #include "data/jpeg_io.h"
 #include "data/sha256.h"
 #include "data/archive.h"

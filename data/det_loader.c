@@ -1,5 +1,5 @@
-/* det_loader.c — the detection batch loader, the same design as data/loader.c: a worker thread
- * fills a ring of prefetch + 1 preallocated batch slots ahead of the caller.
+/* det_loader.c — the detection batch loader, the same design as data/loader.c: the prefetch
+ * ring's worker (prefetch.c) fills prefetch + 1 preallocated batch slots ahead of the caller.
  *
  * Batch g (counted from epoch 0, batch 0) is epoch g / bpe, index g % bpe. An epoch's order is
  * a Fisher-Yates permutation from stream MPX_RNG_DATA_ORDER at counter epoch << 40; example
@@ -9,17 +9,15 @@
  * allocated per batch: scratch buffers belong to the worker's threads and only grow.
  */
 #include <omp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/det_augment.h"
 #include "data/det_scenes.h"
+#include "data/prefetch.h"
 #include "mpx/detect.h"
 #include "mpx/rng.h"
-
-enum { SLOT_FREE, SLOT_READY, SLOT_HELD };
 
 typedef struct {
     float *x, *boxes;
@@ -27,10 +25,6 @@ typedef struct {
     uint8_t *difficult;
     int64_t *index;
     int n;
-    int64_t g; /* global batch number */
-    int state;
-    mpx_status status;
-    char msg[1024];
 } slot;
 
 typedef struct {    /* per OpenMP thread of the worker */
@@ -46,17 +40,12 @@ struct mpx_det_loader {
     const mpx_scenes *scenes;
     int64_t n, bpe;
     int src_size, out_size;
-    int64_t start_g, consumed;
-    int held; /* slot held by the caller, -1 when none */
+    int64_t start_g;
     int nslots;
     slot *slots;
     int64_t *perm, perm_epoch; /* worker-owned */
     scratch *scr;              /* [cfg.threads] */
-    pthread_t thread;
-    int thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t ready, freed;
-    int stop;
+    mpx_prefetch *ring;
 };
 
 mpx_det_loader_config mpx_det_loader_config_train(int batch_size, uint64_t seed) {
@@ -142,15 +131,17 @@ static void clear_row(mpx_det_loader *L, slot *sl, int j) {
     sl->index[j] = -1;
 }
 
-static void fill(mpx_det_loader *L, slot *sl, int64_t g) {
+/* The ring's fill (prefetch.h): batch g into slot k, its examples in parallel. */
+static mpx_status fill(void *owner, int k, int64_t g) {
+    mpx_det_loader *L = owner;
+    slot *sl = &L->slots[k];
     int64_t epoch = g / L->bpe, first = (g % L->bpe) * L->cfg.batch_size;
     int B = L->cfg.batch_size;
     int count = (int)(L->n - first < B ? L->n - first : B);
     if (L->cfg.shuffle && L->perm_epoch != epoch) shuffle_epoch(L, epoch);
-    sl->g = g;
     sl->n = count;
-    sl->status = MPX_OK;
-    sl->msg[0] = '\0';
+    mpx_status status = MPX_OK;
+    char msg[1024] = "";
     int failed = 0;
 #pragma omp parallel for num_threads(L->cfg.threads) schedule(dynamic, 1) if (L->cfg.threads > 1)
     for (int j = 0; j < count; j++) {
@@ -163,34 +154,17 @@ static void fill(mpx_det_loader *L, slot *sl, int64_t g) {
         if (st != MPX_OK) {
 #pragma omp critical(mpx_det_loader_error)
             if (!failed) {
-                sl->status = st;
-                snprintf(sl->msg, sizeof sl->msg, "epoch %lld batch %lld: %s", (long long)epoch,
+                status = st;
+                snprintf(msg, sizeof msg, "epoch %lld batch %lld: %s", (long long)epoch,
                          (long long)(g % L->bpe), mpx_error_message());
 #pragma omp atomic write
                 failed = 1;
             }
         }
     }
+    if (status != MPX_OK) return mpx_fail(status, "%s", msg);
     for (int j = count; j < B; j++) clear_row(L, sl, j);
-}
-
-static void *worker(void *arg) {
-    mpx_det_loader *L = arg;
-    for (int64_t s = 0;; s++) {
-        slot *sl = &L->slots[s % L->nslots];
-        pthread_mutex_lock(&L->mu);
-        while (!L->stop && sl->state != SLOT_FREE) pthread_cond_wait(&L->freed, &L->mu);
-        int stop = L->stop;
-        pthread_mutex_unlock(&L->mu);
-        if (stop) break;
-        fill(L, sl, L->start_g + s);
-        pthread_mutex_lock(&L->mu);
-        sl->state = SLOT_READY;
-        pthread_cond_broadcast(&L->ready);
-        pthread_mutex_unlock(&L->mu);
-        if (sl->status != MPX_OK) break; /* the caller gets the error; nothing more to do */
-    }
-    return NULL;
+    return MPX_OK;
 }
 
 static int alloc_slot(slot *sl, int B, size_t per) {
@@ -237,7 +211,6 @@ static mpx_status create(const mpx_det_dataset *ds, const mpx_scenes *scenes,
     L->src_size = src;
     L->out_size = N;
     L->start_g = start.epoch * bpe + start.batch;
-    L->held = -1;
     L->perm_epoch = -1;
     L->nslots = cfg->prefetch + 1;
     L->slots = calloc((size_t)L->nslots, sizeof *L->slots);
@@ -248,19 +221,16 @@ static mpx_status create(const mpx_det_dataset *ds, const mpx_scenes *scenes,
         ok = alloc_slot(&L->slots[i], (int)B, (size_t)N * N * 3);
     for (int t = 0; ok && scenes && t < cfg->threads; t++)
         ok = (L->scr[t].image = malloc((size_t)src * src * 3)) != NULL;
-    pthread_mutex_init(&L->mu, NULL);
-    pthread_cond_init(&L->ready, NULL);
-    pthread_cond_init(&L->freed, NULL);
     if (!ok) {
         mpx_det_loader_free(L);
         return mpx_fail(MPX_ERR_NOMEM, "out of memory for %d detection batches of [%lld,%d,%d,3]",
                         cfg->prefetch + 1, (long long)B, N, N);
     }
-    if (pthread_create(&L->thread, NULL, worker, L) != 0) {
+    mpx_status st = mpx_prefetch_start(L->nslots, L->start_g, fill, L, &L->ring);
+    if (st != MPX_OK) {
         mpx_det_loader_free(L);
-        return mpx_fail(MPX_ERR_IO, "detection loader: cannot start the worker thread");
+        return st;
     }
-    L->thread_started = 1;
     *out = L;
     return MPX_OK;
 }
@@ -276,24 +246,10 @@ mpx_status mpx_det_loader_create_scenes(const mpx_scenes *s, const mpx_det_loade
 }
 
 mpx_status mpx_det_loader_next(mpx_det_loader *L, mpx_det_batch *out) {
-    pthread_mutex_lock(&L->mu);
-    if (L->held >= 0) {
-        L->slots[L->held].state = SLOT_FREE;
-        L->held = -1;
-        pthread_cond_broadcast(&L->freed);
-    }
-    int idx = (int)(L->consumed % L->nslots);
-    slot *sl = &L->slots[idx];
-    while (sl->state != SLOT_READY) pthread_cond_wait(&L->ready, &L->mu);
-    if (sl->status != MPX_OK) {
-        mpx_status st = sl->status;
-        pthread_mutex_unlock(&L->mu);
-        return mpx_fail(st, "%s", sl->msg);
-    }
-    sl->state = SLOT_HELD;
-    L->held = idx;
-    L->consumed++;
-    pthread_mutex_unlock(&L->mu);
+    int k;
+    int64_t g;
+    MPX_TRY(mpx_prefetch_next(L->ring, &k, &g));
+    const slot *sl = &L->slots[k];
     out->x = sl->x;
     out->boxes = sl->boxes;
     out->labels = sl->labels;
@@ -303,13 +259,13 @@ mpx_status mpx_det_loader_next(mpx_det_loader *L, mpx_det_batch *out) {
     out->n = sl->n;
     out->batch_size = L->cfg.batch_size;
     out->size = L->out_size;
-    out->pos.epoch = sl->g / L->bpe;
-    out->pos.batch = sl->g % L->bpe;
+    out->pos.epoch = g / L->bpe;
+    out->pos.batch = g % L->bpe;
     return MPX_OK;
 }
 
 mpx_loader_pos mpx_det_loader_position(const mpx_det_loader *L) {
-    int64_t g = L->start_g + L->consumed;
+    int64_t g = L->start_g + mpx_prefetch_consumed(L->ring);
     mpx_loader_pos p = {g / L->bpe, g % L->bpe};
     return p;
 }
@@ -318,16 +274,7 @@ int64_t mpx_det_loader_batches_per_epoch(const mpx_det_loader *L) { return L->bp
 
 void mpx_det_loader_free(mpx_det_loader *L) {
     if (!L) return;
-    if (L->thread_started) {
-        pthread_mutex_lock(&L->mu);
-        L->stop = 1;
-        pthread_cond_broadcast(&L->freed);
-        pthread_mutex_unlock(&L->mu);
-        pthread_join(L->thread, NULL);
-    }
-    pthread_mutex_destroy(&L->mu);
-    pthread_cond_destroy(&L->ready);
-    pthread_cond_destroy(&L->freed);
+    mpx_prefetch_stop(L->ring);
     for (int i = 0; L->slots && i < L->nslots; i++) {
         slot *sl = &L->slots[i];
         free(sl->x);

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "data/fsutil.h"
+#include "mpx/fsutil.h"
 #include "data/jpeg_io.h"
 #include "data/resample.h"
 #include "data/sha256.h"

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "data/fsutil.h"
+#include "mpx/fsutil.h"
 #include "mpx/data.h"
 
 static const char *const fashion_names[10] = {"T-shirt/top", "Trouser",   "Pullover", "Dress",

@@ -9,7 +9,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "data/fsutil.h"
+#include "mpx/fsutil.h"
 #include "data/jpeg_io.h"
 #include "mpx/data.h"
 

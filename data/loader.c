@@ -1,5 +1,5 @@
-/* loader.c — the batch loader: a worker thread fills a ring of batch slots ahead of the
- * caller (prefetch + 1 slots: the caller holds one, the worker fills the others).
+/* loader.c — the image batch loader: the prefetch ring's worker (prefetch.c) fills batch slots
+ * ahead of the caller (prefetch + 1 slots: the caller holds one, the worker fills the others).
  *
  * Batch g (counted from epoch 0, batch 0) is epoch g / bpe, index g % bpe. The order of an
  * epoch is a Fisher-Yates permutation drawn from stream MPX_RNG_DATA_ORDER starting at
@@ -9,25 +9,19 @@
  * buffers only grow. Errors travel from the worker to mpx_loader_next with their message.
  */
 #include <omp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/augment.h"
+#include "data/prefetch.h"
 #include "mpx/data.h"
 #include "mpx/rng.h"
-
-enum { SLOT_FREE, SLOT_READY, SLOT_HELD };
 
 typedef struct {
     float *x;
     int32_t *y;
     int n;
-    int64_t g; /* global batch number */
-    int state;
-    mpx_status status;
-    char msg[1024];
 } slot;
 
 typedef struct { /* per decode thread (image folders) */
@@ -42,17 +36,12 @@ struct mpx_loader {
     const mpx_image_folder *folder;
     int64_t n, bpe;
     int oh, ow, c;
-    int64_t start_g, consumed;
-    int held; /* slot held by the caller, -1 when none */
+    int64_t start_g;
     int nslots;
     slot *slots;
     int64_t *perm, perm_epoch; /* worker-owned */
     scratch *scr;              /* [cfg.threads] */
-    pthread_t thread;
-    int thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t ready, freed;
-    int stop;
+    mpx_prefetch *ring;
 };
 
 mpx_loader_config mpx_loader_config_train(int batch_size, uint64_t seed) {
@@ -102,16 +91,18 @@ static mpx_status fill_one(mpx_loader *L, scratch *s, int64_t epoch, int64_t exa
     return mpx_augment_apply(&L->cfg, &a, s->pix, h, w, 3, L->oh, L->ow, x, &s->rs);
 }
 
-static void fill(mpx_loader *L, slot *sl, int64_t g) {
+/* The ring's fill (prefetch.h): batch g into slot k, its examples decoded in parallel. */
+static mpx_status fill(void *owner, int k, int64_t g) {
+    mpx_loader *L = owner;
+    slot *sl = &L->slots[k];
     int64_t epoch = g / L->bpe, first = (g % L->bpe) * L->cfg.batch_size;
     int B = L->cfg.batch_size;
     int count = (int)(L->n - first < B ? L->n - first : B);
     size_t per = (size_t)L->oh * L->ow * L->c;
     if (L->cfg.shuffle && L->perm_epoch != epoch) shuffle_epoch(L, epoch);
-    sl->g = g;
     sl->n = count;
-    sl->status = MPX_OK;
-    sl->msg[0] = '\0';
+    mpx_status status = MPX_OK;
+    char msg[1024] = "";
     int failed = 0;
 #pragma omp parallel for num_threads(L->cfg.threads)                                               \
     schedule(dynamic, 1) if (L->folder && L->cfg.threads > 1)
@@ -127,35 +118,18 @@ static void fill(mpx_loader *L, slot *sl, int64_t g) {
         if (st != MPX_OK) {
 #pragma omp critical(mpx_loader_error)
             if (!failed) {
-                sl->status = st;
-                snprintf(sl->msg, sizeof sl->msg, "epoch %lld batch %lld: %s", (long long)epoch,
+                status = st;
+                snprintf(msg, sizeof msg, "epoch %lld batch %lld: %s", (long long)epoch,
                          (long long)(g % L->bpe), mpx_error_message());
 #pragma omp atomic write
                 failed = 1;
             }
         }
     }
+    if (status != MPX_OK) return mpx_fail(status, "%s", msg);
     memset(sl->x + (size_t)count * per, 0, (size_t)(B - count) * per * sizeof(float));
     for (int j = count; j < B; j++) sl->y[j] = -1;
-}
-
-static void *worker(void *arg) {
-    mpx_loader *L = arg;
-    for (int64_t s = 0;; s++) {
-        slot *sl = &L->slots[s % L->nslots];
-        pthread_mutex_lock(&L->mu);
-        while (!L->stop && sl->state != SLOT_FREE) pthread_cond_wait(&L->freed, &L->mu);
-        int stop = L->stop;
-        pthread_mutex_unlock(&L->mu);
-        if (stop) break;
-        fill(L, sl, L->start_g + s);
-        pthread_mutex_lock(&L->mu);
-        sl->state = SLOT_READY;
-        pthread_cond_broadcast(&L->ready);
-        pthread_mutex_unlock(&L->mu);
-        if (sl->status != MPX_OK) break; /* the caller gets the error; nothing more to do */
-    }
-    return NULL;
+    return MPX_OK;
 }
 
 static mpx_status create(const mpx_dataset *ds, const mpx_image_folder *folder,
@@ -191,7 +165,6 @@ static mpx_status create(const mpx_dataset *ds, const mpx_image_folder *folder,
     L->ow = ow;
     L->c = c;
     L->start_g = start.epoch * bpe + start.batch;
-    L->held = -1;
     L->perm_epoch = -1;
     L->nslots = cfg->prefetch + 1;
     size_t per = (size_t)oh * ow * c;
@@ -204,19 +177,16 @@ static mpx_status create(const mpx_dataset *ds, const mpx_image_folder *folder,
         L->slots[i].y = calloc((size_t)B, sizeof(int32_t));
         ok = L->slots[i].x && L->slots[i].y;
     }
-    pthread_mutex_init(&L->mu, NULL);
-    pthread_cond_init(&L->ready, NULL);
-    pthread_cond_init(&L->freed, NULL);
     if (!ok) {
         mpx_loader_free(L);
         return mpx_fail(MPX_ERR_NOMEM, "out of memory for %d loader batches of [%lld,%d,%d,%d]",
                         cfg->prefetch + 1, (long long)B, oh, ow, c);
     }
-    if (pthread_create(&L->thread, NULL, worker, L) != 0) {
+    mpx_status st = mpx_prefetch_start(L->nslots, L->start_g, fill, L, &L->ring);
+    if (st != MPX_OK) {
         mpx_loader_free(L);
-        return mpx_fail(MPX_ERR_IO, "loader: cannot start the worker thread");
+        return st;
     }
-    L->thread_started = 1;
     *out = L;
     return MPX_OK;
 }
@@ -232,24 +202,10 @@ mpx_status mpx_loader_create_folder(const mpx_image_folder *f, const mpx_loader_
 }
 
 mpx_status mpx_loader_next(mpx_loader *L, mpx_batch *out) {
-    pthread_mutex_lock(&L->mu);
-    if (L->held >= 0) {
-        L->slots[L->held].state = SLOT_FREE;
-        L->held = -1;
-        pthread_cond_broadcast(&L->freed);
-    }
-    int idx = (int)(L->consumed % L->nslots);
-    slot *sl = &L->slots[idx];
-    while (sl->state != SLOT_READY) pthread_cond_wait(&L->ready, &L->mu);
-    if (sl->status != MPX_OK) {
-        mpx_status st = sl->status;
-        pthread_mutex_unlock(&L->mu);
-        return mpx_fail(st, "%s", sl->msg);
-    }
-    sl->state = SLOT_HELD;
-    L->held = idx;
-    L->consumed++;
-    pthread_mutex_unlock(&L->mu);
+    int k;
+    int64_t g;
+    MPX_TRY(mpx_prefetch_next(L->ring, &k, &g));
+    const slot *sl = &L->slots[k];
     out->x = sl->x;
     out->y = sl->y;
     out->n = sl->n;
@@ -257,13 +213,13 @@ mpx_status mpx_loader_next(mpx_loader *L, mpx_batch *out) {
     out->h = L->oh;
     out->w = L->ow;
     out->c = L->c;
-    out->pos.epoch = sl->g / L->bpe;
-    out->pos.batch = sl->g % L->bpe;
+    out->pos.epoch = g / L->bpe;
+    out->pos.batch = g % L->bpe;
     return MPX_OK;
 }
 
 mpx_loader_pos mpx_loader_position(const mpx_loader *L) {
-    int64_t g = L->start_g + L->consumed;
+    int64_t g = L->start_g + mpx_prefetch_consumed(L->ring);
     mpx_loader_pos p = {g / L->bpe, g % L->bpe};
     return p;
 }
@@ -272,16 +228,7 @@ int64_t mpx_loader_batches_per_epoch(const mpx_loader *L) { return L->bpe; }
 
 void mpx_loader_free(mpx_loader *L) {
     if (!L) return;
-    if (L->thread_started) {
-        pthread_mutex_lock(&L->mu);
-        L->stop = 1;
-        pthread_cond_broadcast(&L->freed);
-        pthread_mutex_unlock(&L->mu);
-        pthread_join(L->thread, NULL);
-    }
-    pthread_mutex_destroy(&L->mu);
-    pthread_cond_destroy(&L->ready);
-    pthread_cond_destroy(&L->freed);
+    mpx_prefetch_stop(L->ring);
     for (int i = 0; L->slots && i < L->nslots; i++) {
         free(L->slots[i].x);
         free(L->slots[i].y);

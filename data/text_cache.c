@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/fsutil.h"
+#include "mpx/fsutil.h"
 #include "data/sha256.h"
 #include "data/text_internal.h"
 #include "mpx/runtime.h"
@@ -29,8 +29,7 @@ typedef struct {
 
 static mpx_status resolve(const mpx_text_corpus *c, const mpx_text_opts *o, cache_paths *p) {
     int k = o && o->cache_dir ? snprintf(p->cache, sizeof p->cache, "%s", o->cache_dir)
-                              : snprintf(p->cache, sizeof p->cache, "%s/data/cache/text",
-                                         mpx_source_dir());
+                              : snprintf(p->cache, sizeof p->cache, "%s/text", mpx_data_cache_dir());
     if (k < 0 || k >= (int)sizeof p->cache)
         return mpx_fail(MPX_ERR_INPUT, "text cache directory path too long");
     p->wp.vocab_size = o && o->wordpiece.vocab_size ? o->wordpiece.vocab_size : 8192;
@@ -212,8 +211,8 @@ mpx_status mpx_text_load(const mpx_text_opts *o, mpx_text_stream *out, mpx_text_
     memset(info, 0, sizeof *info);
     char path[1024];
     int k = o && o->corpus ? snprintf(path, sizeof path, "%s", o->corpus)
-                           : snprintf(path, sizeof path, "%s/../shared/data/text-corpus.tar.gz",
-                                      mpx_source_dir());
+                           : snprintf(path, sizeof path, "%s/text-corpus.tar.gz",
+                                      mpx_data_shared_dir());
     if (k < 0 || k >= (int)sizeof path) return mpx_fail(MPX_ERR_INPUT, "corpus path too long");
     double t0 = mpx_now();
     mpx_text_corpus c;

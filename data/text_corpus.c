@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/fsutil.h"
+#include "mpx/fsutil.h"
 #include "data/sha256.h"
 #include "data/archive.h"
 #include "data/text_internal.h"

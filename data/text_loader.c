@@ -1,5 +1,6 @@
-/* text_loader.c — the MLM batch loader, built like data/loader.c: a worker thread fills a ring
- * of prefetch + 1 preallocated batches (the caller holds one, the worker fills the others).
+/* text_loader.c — the MLM batch loader, built like data/loader.c: the prefetch ring's worker
+ * (prefetch.c) fills prefetch + 1 preallocated batches (the caller holds one, the worker the
+ * others).
  *
  * Batch g (counted from epoch 0, batch 0) is epoch g / bpe, index g % bpe. With shuffle, the
  * order of epoch e is a Fisher-Yates permutation of the split drawn from stream
@@ -7,24 +8,18 @@
  * example perm[b B + j], masked for epoch e (or 0 with fixed_masks) by mpx_mlm_example. A
  * batch is therefore a pure function of (seed, g): thread timing, prefetch depth and
  * restarts cannot change it. Nothing is allocated per batch. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/prefetch.h"
 #include "mpx/rng.h"
 #include "mpx/text.h"
-
-enum { SLOT_FREE, SLOT_READY, SLOT_HELD };
 
 typedef struct {
     int32_t *ids, *labels, *attn, *segments; /* [B, T] each */
     int n;
     int64_t n_predict;
-    int64_t g; /* global batch number */
-    int state;
-    mpx_status status;
-    char msg[1024];
 } slot;
 
 struct mpx_mlm_loader {
@@ -33,16 +28,11 @@ struct mpx_mlm_loader {
     int T;
     int32_t pad;
     int64_t n, bpe;
-    int64_t start_g, consumed;
-    int held; /* slot held by the caller, -1 when none */
+    int64_t start_g;
     int nslots;
     slot *slots;
     int64_t *perm, perm_epoch; /* worker-owned */
-    pthread_t thread;
-    int thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t ready, freed;
-    int stop;
+    mpx_prefetch *ring;
 };
 
 mpx_mlm_loader_config mpx_mlm_loader_config_train(int batch_size, uint64_t seed) {
@@ -79,16 +69,16 @@ static void shuffle_epoch(mpx_mlm_loader *L, int64_t epoch) {
     L->perm_epoch = epoch;
 }
 
-static void fill(mpx_mlm_loader *L, slot *sl, int64_t g) {
+/* The ring's fill (prefetch.h): batch g into slot k. */
+static mpx_status fill(void *owner, int k, int64_t g) {
+    mpx_mlm_loader *L = owner;
+    slot *sl = &L->slots[k];
     int64_t epoch = g / L->bpe, first = (g % L->bpe) * L->cfg.batch_size;
     int B = L->cfg.batch_size, T = L->T;
     int count = (int)(L->n - first < B ? L->n - first : B);
     if (L->cfg.shuffle && L->perm_epoch != epoch) shuffle_epoch(L, epoch);
-    sl->g = g;
     sl->n = count;
     sl->n_predict = 0;
-    sl->status = MPX_OK;
-    sl->msg[0] = '\0';
     for (int j = 0; j < count; j++) {
         int64_t ex = L->cfg.shuffle ? L->perm[first + j] : first + j;
         size_t o = (size_t)j * T;
@@ -96,12 +86,9 @@ static void fill(mpx_mlm_loader *L, slot *sl, int64_t g) {
         mpx_status st = mpx_mlm_example(L->m, L->cfg.split, ex, L->cfg.seed,
                                         L->cfg.fixed_masks ? 0 : epoch, sl->ids + o,
                                         sl->labels + o, sl->attn + o, sl->segments + o, &k);
-        if (st != MPX_OK) {
-            sl->status = st;
-            snprintf(sl->msg, sizeof sl->msg, "epoch %lld batch %lld: %s", (long long)epoch,
-                     (long long)(g % L->bpe), mpx_error_message());
-            return;
-        }
+        if (st != MPX_OK)
+            return mpx_fail(st, "epoch %lld batch %lld: %s", (long long)epoch,
+                            (long long)(g % L->bpe), mpx_error_message());
         sl->n_predict += k;
     }
     for (size_t p = (size_t)count * T; p < (size_t)B * T; p++) {
@@ -110,25 +97,7 @@ static void fill(mpx_mlm_loader *L, slot *sl, int64_t g) {
         sl->attn[p] = 0;
         sl->segments[p] = 0;
     }
-}
-
-static void *worker(void *arg) {
-    mpx_mlm_loader *L = arg;
-    for (int64_t s = 0;; s++) {
-        slot *sl = &L->slots[s % L->nslots];
-        pthread_mutex_lock(&L->mu);
-        while (!L->stop && sl->state != SLOT_FREE) pthread_cond_wait(&L->freed, &L->mu);
-        int stop = L->stop;
-        pthread_mutex_unlock(&L->mu);
-        if (stop) break;
-        fill(L, sl, L->start_g + s);
-        pthread_mutex_lock(&L->mu);
-        sl->state = SLOT_READY;
-        pthread_cond_broadcast(&L->ready);
-        pthread_mutex_unlock(&L->mu);
-        if (sl->status != MPX_OK) break; /* the caller gets the error; nothing more to do */
-    }
-    return NULL;
+    return MPX_OK;
 }
 
 mpx_status mpx_mlm_loader_create(const mpx_mlm *m, const mpx_mlm_loader_config *cfg,
@@ -165,7 +134,6 @@ mpx_status mpx_mlm_loader_create(const mpx_mlm *m, const mpx_mlm_loader_config *
     L->n = n;
     L->bpe = bpe;
     L->start_g = start.epoch * bpe + start.batch;
-    L->held = -1;
     L->perm_epoch = -1;
     L->nslots = cfg->prefetch + 1;
     size_t per = (size_t)B * L->T;
@@ -179,42 +147,25 @@ mpx_status mpx_mlm_loader_create(const mpx_mlm *m, const mpx_mlm_loader_config *
         L->slots[i].segments = calloc(per, sizeof(int32_t));
         ok = L->slots[i].ids && L->slots[i].labels && L->slots[i].attn && L->slots[i].segments;
     }
-    pthread_mutex_init(&L->mu, NULL);
-    pthread_cond_init(&L->ready, NULL);
-    pthread_cond_init(&L->freed, NULL);
     if (!ok) {
         mpx_mlm_loader_free(L);
         return mpx_fail(MPX_ERR_NOMEM, "out of memory for %d MLM batches of [%lld, %d]",
                         cfg->prefetch + 1, (long long)B, mpx_mlm_seq_len(m));
     }
-    if (pthread_create(&L->thread, NULL, worker, L) != 0) {
+    mpx_status st = mpx_prefetch_start(L->nslots, L->start_g, fill, L, &L->ring);
+    if (st != MPX_OK) {
         mpx_mlm_loader_free(L);
-        return mpx_fail(MPX_ERR_IO, "MLM loader: cannot start the worker thread");
+        return st;
     }
-    L->thread_started = 1;
     *out = L;
     return MPX_OK;
 }
 
 mpx_status mpx_mlm_loader_next(mpx_mlm_loader *L, mpx_mlm_batch *out) {
-    pthread_mutex_lock(&L->mu);
-    if (L->held >= 0) {
-        L->slots[L->held].state = SLOT_FREE;
-        L->held = -1;
-        pthread_cond_broadcast(&L->freed);
-    }
-    int idx = (int)(L->consumed % L->nslots);
-    slot *sl = &L->slots[idx];
-    while (sl->state != SLOT_READY) pthread_cond_wait(&L->ready, &L->mu);
-    if (sl->status != MPX_OK) {
-        mpx_status st = sl->status;
-        pthread_mutex_unlock(&L->mu);
-        return mpx_fail(st, "%s", sl->msg);
-    }
-    sl->state = SLOT_HELD;
-    L->held = idx;
-    L->consumed++;
-    pthread_mutex_unlock(&L->mu);
+    int k;
+    int64_t g;
+    MPX_TRY(mpx_prefetch_next(L->ring, &k, &g));
+    const slot *sl = &L->slots[k];
     out->ids = sl->ids;
     out->labels = sl->labels;
     out->attn = sl->attn;
@@ -223,13 +174,13 @@ mpx_status mpx_mlm_loader_next(mpx_mlm_loader *L, mpx_mlm_batch *out) {
     out->batch_size = L->cfg.batch_size;
     out->seq_len = L->T;
     out->n_predict = sl->n_predict;
-    out->pos.epoch = sl->g / L->bpe;
-    out->pos.batch = sl->g % L->bpe;
+    out->pos.epoch = g / L->bpe;
+    out->pos.batch = g % L->bpe;
     return MPX_OK;
 }
 
 mpx_loader_pos mpx_mlm_loader_position(const mpx_mlm_loader *L) {
-    int64_t g = L->start_g + L->consumed;
+    int64_t g = L->start_g + mpx_prefetch_consumed(L->ring);
     mpx_loader_pos p = {g / L->bpe, g % L->bpe};
     return p;
 }
@@ -238,16 +189,7 @@ int64_t mpx_mlm_loader_batches_per_epoch(const mpx_mlm_loader *L) { return L->bp
 
 void mpx_mlm_loader_free(mpx_mlm_loader *L) {
     if (!L) return;
-    if (L->thread_started) {
-        pthread_mutex_lock(&L->mu);
-        L->stop = 1;
-        pthread_cond_broadcast(&L->freed);
-        pthread_mutex_unlock(&L->mu);
-        pthread_join(L->thread, NULL);
-    }
-    pthread_mutex_destroy(&L->mu);
-    pthread_cond_destroy(&L->ready);
-    pthread_cond_destroy(&L->freed);
+    mpx_prefetch_stop(L->ring);
     for (int i = 0; L->slots && i < L->nslots; i++) {
         free(L->slots[i].ids);
         free(L->slots[i].labels);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/fsutil.h"
+#include "mpx/fsutil.h"
 #include "data/text_internal.h"
 #include "mpx/text.h"
 

@@ -1,11 +1,9 @@
 /* cli.c — error reporting and small helpers shared by the subcommands. */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 int cli_error(const char *cmd, mpx_status st) {
     fprintf(stderr, "mpx %s: %s\n", cmd, mpx_error_message());
@@ -54,22 +52,4 @@ int cli_wants_help(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return 1;
     return 0;
-}
-
-mpx_status cli_make_parent_dirs(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    char *slash = strrchr(buf, '/');
-    if (!slash || slash == buf) return MPX_OK;
-    *slash = '\0';
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return mpx_fail(MPX_ERR_IO, "cannot create directory '%s': %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return mpx_fail(MPX_ERR_IO, "cannot create directory '%s': %s", buf, strerror(errno));
-    return MPX_OK;
 }

@@ -25,8 +25,6 @@ int cli_getopt(const char *cmd, int argc, char **argv, const struct option *opts
 /* The positional arguments after the first must be config overrides (section.key=value): 1
  * when they are, else 0 after reporting the first that is not. */
 int cli_overrides_only(const char *cmd, int n, char **args);
-/* mkdir -p of the directory part of `path`. */
-mpx_status cli_make_parent_dirs(const char *path);
 
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "mpx/fsutil.h"
 #include "mpx/run.h"
 
 static void help(void) {
@@ -147,7 +148,7 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "mpx train: run file '%s' exists; pass --force to overwrite\n", out);
         return EXIT_USAGE;
     }
-    st = cli_make_parent_dirs(out);
+    st = mpx_fs_mkdirs_for(out);
     if (st != MPX_OK) {
         mpx_config_free(cfg);
         return cli_error("train", st);

@@ -50,10 +50,6 @@ int mpx_resnet_preset(const char *arch, mpx_resnet_cfg *cfg) {
     return -1;
 }
 
-const char *mpx_resnet_presets(void) {
-    return "resnet18, resnet34, resnet50, resnet101, resnet20, resnet56, resnet110";
-}
-
 static int scaled(int width, double mult) {
     int w = (int)lround(width * mult);
     return w < 1 ? 1 : w;

@@ -37,7 +37,6 @@ mpx_status mpx_fail_context(mpx_status code, const char *fmt, ...) {
 
 const char *mpx_error_message(void) { return g_msg; }
 
-void mpx_error_clear(void) { g_msg[0] = '\0'; }
 
 const char *mpx_status_name(mpx_status s) {
     switch (s) {

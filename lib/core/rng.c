@@ -47,11 +47,6 @@ uint32_t mpx_rng_u32(mpx_rng *r) { return mpx_rand_u32(r->seed, r->stream, r->co
 
 float mpx_rng_uniform(mpx_rng *r) { return mpx_rand_uniform(r->seed, r->stream, r->counter++); }
 
-float mpx_rng_normal(mpx_rng *r) {
-    /* Normal draws use whole blocks; keep sequential counters in a separate range. */
-    return mpx_rand_normal(r->seed, r->stream ^ 0x8000000000000000ull, r->counter++);
-}
-
 uint32_t mpx_rng_below(mpx_rng *r, uint32_t n) {
     if (n <= 1) return 0;
     uint32_t limit = UINT32_MAX - UINT32_MAX % n;

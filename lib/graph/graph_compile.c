@@ -479,7 +479,6 @@ int mpx_graph_param_layer(const mpx_graph *g, int i) { return g->nodes[g->params
 int mpx_graph_n_buffers(const mpx_graph *g) { return g->n_buffers; }
 mpx_buffer *mpx_graph_buffer(mpx_graph *g, int i) { return &g->buffers[i]; }
 int mpx_graph_n_layers(const mpx_graph *g) { return g->n_layers; }
-int mpx_graph_loss_tensor(const mpx_graph *g) { return g->loss_tensor; }
 
 int64_t mpx_graph_param_count(const mpx_graph *g) {
     int64_t n = 0;

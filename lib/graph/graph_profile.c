@@ -14,13 +14,6 @@ void mpx_graph_time_scaling(mpx_graph *g, int on) { g->time_scaling = on; }
 
 double mpx_graph_scaling_seconds(const mpx_graph *g) { return g->scaling_s; }
 
-void mpx_graph_profile_reset(mpx_graph *g) {
-    for (int i = 0; i < g->n_nodes; i++) {
-        g->nodes[i].prof_fwd = g->nodes[i].prof_bwd = g->nodes[i].prof_skipped = 0;
-        g->nodes[i].prof_calls = 0;
-    }
-}
-
 int mpx_graph_profile_ops(const mpx_graph *g, mpx_op_profile *out, int cap) {
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++) {

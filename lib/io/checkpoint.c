@@ -5,6 +5,7 @@
  * Readers check magic, version, every record's bounds and the hash before touching the graph.
  */
 #include "mpx/checkpoint.h"
+#include "mpx/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,17 +75,16 @@ static int64_t largest_array(mpx_graph *g) {
 }
 
 mpx_status mpx_checkpoint_write(const char *path, const mpx_checkpoint_state *s) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return mpx_fail(MPX_ERR_INPUT, "checkpoint path too long: '%s'", path);
     mpx_graph *g = s->g;
     float *host = malloc((size_t)largest_array(g) * sizeof(float));
     if (!host) return mpx_fail(MPX_ERR_NOMEM, "out of memory writing checkpoint '%s'", path);
-    writer w = {fopen(tmp, "wb"), 1469598103934665603ull, 0};
-    if (!w.f) {
+    mpx_fs_atomic af;
+    mpx_status st = mpx_fs_atomic_open(&af, path);
+    if (st != MPX_OK) {
         free(host);
-        return mpx_fail(MPX_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+        return mpx_fail_context(st, "checkpoint");
     }
+    writer w = {af.f, 1469598103934665603ull, 0};
     put(&w, MAGIC, 8);
     put_u32(&w, VERSION);
 
@@ -143,17 +143,13 @@ mpx_status mpx_checkpoint_write(const char *path, const mpx_checkpoint_state *s)
     put_u64(&w, hash);
     free(host);
 
-    int err = w.err;
-    if (!err && fflush(w.f) != 0) err = errno;
-    if (!err && fsync(fileno(w.f)) != 0) err = errno;
-    if (fclose(w.f) != 0 && !err) err = errno;
-    if (!err && rename(tmp, path) != 0) err = errno;
-    if (err) {
-        unlink(tmp);
+    if (w.err) {
+        mpx_fs_atomic_abort(&af);
         return mpx_fail(MPX_ERR_IO, "cannot write checkpoint '%s': %s (the previous one is intact)",
-                        path, strerror(err));
+                        path, strerror(w.err));
     }
-    return MPX_OK;
+    st = mpx_fs_atomic_commit(&af);
+    return st == MPX_OK ? MPX_OK : mpx_fail_context(st, "checkpoint");
 }
 
 /* ---- reading ---- */

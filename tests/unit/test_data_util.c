@@ -5,11 +5,14 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "data/archive.h"
 #include "data/fixtures.h"
 #include "data/resample.h"
 #include "data/sha256.h"
-#include "data/archive.h"
+#include "mpx/fsutil.h"
+#include "mpx/runtime.h"
 #include "testutil.h"
 
 static void test_sha256(void) {
@@ -270,9 +273,47 @@ static void test_resample(void) {
     mpx_resample_scratch_free(&s);
 }
 
+/* The data roots: the environment overrides the source tree (resolved once per process). */
+static void test_data_roots(const char *tmp) {
+    setenv("MPX_SHARED_DATA", tmp, 1);
+    unsetenv("MPX_CACHE_DIR");
+    CHECK(strcmp(mpx_data_shared_dir(), tmp) == 0, "shared dir %s, want %s", mpx_data_shared_dir(), tmp);
+    char want[4200];
+    snprintf(want, sizeof want, "%s/data/cache", mpx_source_dir());
+    CHECK(strcmp(mpx_data_cache_dir(), want) == 0, "cache dir %s, want %s", mpx_data_cache_dir(), want);
+}
+
+/* An atomic file: nothing under its name until committed; abort leaves what was there. */
+static void test_atomic(const char *tmp) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/atomic.bin", tmp);
+    fx_write_file(path, "old", 3);
+    mpx_fs_atomic a;
+    CHECK_OK(mpx_fs_atomic_open(&a, path));
+    fputs("new contents", a.f);
+    char *got;
+    size_t n;
+    CHECK_OK(mpx_fs_read_all(path, &got, &n));
+    CHECK(n == 3 && memcmp(got, "old", 3) == 0, "the file changed before the commit");
+    free(got);
+    mpx_fs_atomic_abort(&a);
+    CHECK_OK(mpx_fs_read_all(path, &got, &n));
+    CHECK(n == 3 && memcmp(got, "old", 3) == 0, "abort changed the file");
+    free(got);
+    CHECK(access(a.tmp, F_OK) != 0, "abort left %s", a.tmp);
+    CHECK_OK(mpx_fs_atomic_open(&a, path));
+    fputs("new contents", a.f);
+    CHECK_OK(mpx_fs_atomic_commit(&a));
+    CHECK_OK(mpx_fs_read_all(path, &got, &n));
+    CHECK(n == 12 && memcmp(got, "new contents", 12) == 0, "commit did not write the file");
+    free(got);
+}
+
 int main(void) {
     char tmp[1024];
     REQUIRE(mpx_test_tmpdir("data_util", tmp, sizeof tmp)[0], "no temp dir");
+    test_data_roots(tmp);
+    test_atomic(tmp);
     test_sha256();
     test_tar(tmp);
     test_resample();

@@ -35,7 +35,6 @@ mpx_status mpx_fail_context(mpx_status code, const char *fmt, ...)
 
 /* The last message set on this thread ("" when none). */
 const char *mpx_error_message(void);
-void mpx_error_clear(void);
 const char *mpx_status_name(mpx_status s);
 
 /* Propagate a failure unchanged. */

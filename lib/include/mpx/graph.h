@@ -223,7 +223,6 @@ mpx_buffer *mpx_graph_buffer(mpx_graph *g, int i);
 int mpx_graph_n_layers(const mpx_graph *g);
 void mpx_graph_layer(const mpx_graph *g, int i, mpx_layer_info *out);
 int mpx_graph_find_tensor(const mpx_graph *g, const char *name);
-int mpx_graph_loss_tensor(const mpx_graph *g);
 /* Shape of a tensor (returns ndim; shape may be NULL). */
 int mpx_graph_tensor_shape(const mpx_graph *g, int tensor, int64_t *shape);
 /* Floating-point operations of one step (forward only, or forward + backward). */
@@ -238,7 +237,6 @@ void mpx_graph_print_plan(const mpx_graph *g, FILE *f);
  * backend finished it) and accumulate per node; the report sums them per op kind and lists
  * the slowest nodes. For `mpx bench` and performance work; off by default. */
 void mpx_graph_profile(mpx_graph *g, int on);
-void mpx_graph_profile_reset(mpx_graph *g);
 /* Per op kind: forward and backward seconds, GFLOP, calls. */
 typedef struct {
     const char *op;

@@ -36,8 +36,6 @@ typedef struct {
  * v1.5: stride on the 3x3), resnet20/56/110 (He et al. CIFAR, 3 stages 16/32/64, projection
  * shortcuts where the shape changes). Returns -1 for an unknown name. */
 int mpx_resnet_preset(const char *arch, mpx_resnet_cfg *cfg);
-/* Comma-separated names of the presets, for messages. */
-const char *mpx_resnet_presets(void);
 
 /* The stem and stages of `cfg` on image tensor x: taps[s] and channels[s] receive stage s's
  * output tensor and width (either may be NULL). */

@@ -45,7 +45,6 @@ static inline mpx_rng mpx_rng_make(uint64_t seed, uint64_t stream, uint64_t star
 }
 uint32_t mpx_rng_u32(mpx_rng *r);
 float mpx_rng_uniform(mpx_rng *r);
-float mpx_rng_normal(mpx_rng *r);
 /* Uniform integer in [0, n), unbiased (rejection). */
 uint32_t mpx_rng_below(mpx_rng *r, uint32_t n);
 

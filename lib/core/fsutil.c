@@ -1,5 +1,6 @@
 /* fsutil.c — see fsutil.h. */
-#include "data/fsutil.h"
+#include "mpx/fsutil.h"
+#include "mpx/runtime.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -134,4 +135,64 @@ mpx_status mpx_fs_join(char *buf, size_t cap, const char *a, const char *b) {
     int k = snprintf(buf, cap, "%s/%s", a, b);
     if (k < 0 || (size_t)k >= cap) return mpx_fail(MPX_ERR_INPUT, "path too long: '%s/%s'", a, b);
     return MPX_OK;
+}
+
+mpx_status mpx_fs_mkdirs_for(const char *path) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return mpx_fail(MPX_ERR_INPUT, "path too long: '%s'", path);
+    char *slash = strrchr(buf, '/');
+    if (!slash || slash == buf) return MPX_OK;
+    *slash = '\0';
+    return mpx_fs_mkdirs(buf);
+}
+
+mpx_status mpx_fs_atomic_open(mpx_fs_atomic *a, const char *path) {
+    memset(a, 0, sizeof *a);
+    if (snprintf(a->path, sizeof a->path, "%s", path) >= (int)sizeof a->path ||
+        snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof a->tmp)
+        return mpx_fail(MPX_ERR_INPUT, "path too long: '%s'", path);
+    if (!(a->f = fopen(a->tmp, "wb")))
+        return mpx_fail(MPX_ERR_IO, "cannot create '%s': %s", a->tmp, strerror(errno));
+    return MPX_OK;
+}
+
+mpx_status mpx_fs_atomic_commit(mpx_fs_atomic *a) {
+    int err = ferror(a->f) ? EIO : 0;
+    if (!err && fflush(a->f) != 0) err = errno;
+    if (!err && fsync(fileno(a->f)) != 0) err = errno;
+    if (fclose(a->f) != 0 && !err) err = errno;
+    a->f = NULL;
+    if (!err && rename(a->tmp, a->path) != 0) err = errno;
+    if (!err) return MPX_OK;
+    unlink(a->tmp);
+    return mpx_fail(MPX_ERR_IO, "cannot write '%s': %s (what was there is intact)", a->path,
+                    strerror(err));
+}
+
+void mpx_fs_atomic_abort(mpx_fs_atomic *a) {
+    if (a->f) fclose(a->f);
+    a->f = NULL;
+    if (a->tmp[0]) unlink(a->tmp);
+}
+
+static const char *data_dir(char *buf, size_t cap, const char *env, const char *rel) {
+    if (!buf[0]) {
+        const char *e = getenv(env);
+        if (e && e[0])
+            snprintf(buf, cap, "%s", e);
+        else
+            snprintf(buf, cap, "%s/%s", mpx_source_dir(), rel);
+    }
+    return buf;
+}
+
+const char *mpx_data_cache_dir(void) {
+    static char buf[4096];
+    return data_dir(buf, sizeof buf, "MPX_CACHE_DIR", "data/cache");
+}
+
+const char *mpx_data_shared_dir(void) {
+    static char buf[4096];
+    return data_dir(buf, sizeof buf, "MPX_SHARED_DATA", "../shared/data");
 }
