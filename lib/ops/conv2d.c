@@ -7,34 +7,16 @@
  *
  * Each distinct (shape, stride, padding, bias, weights layout) gets one cache entry, created on
  * first use and kept until mpx_conv2d_cache_clear(): the primitive descriptors, primitives,
- * memory objects (their data pointers are swapped in per call), the weights buffer in
- * oneDNN's preferred layout with its reorders, and user-mode scratchpads. After its first
- * iteration a training step allocates no buffers here; oneDNN itself still makes 11-13 small
- * (<= 112 bytes, measured) heap allocations per execute call for its argument map, and its
- * gemm-based kernels (plain HWIO weights) and dnnl_sgemm a ~74 KB packing buffer per call.
- * One mutex guards the cache and is held while a cached entry executes (its scratch buffers
- * are shared), so concurrent convolutions from several threads serialize; the parallelism is
- * inside oneDNN (OpenMP).
+ * memory objects (their data pointers are swapped in per call), the weights buffer in oneDNN's
+ * preferred layout with its reorders, and user-mode scratchpads, so a training step allocates
+ * no buffers here after its first iteration. One mutex guards the cache and is held while a
+ * cached entry executes (its scratch buffers are shared); the parallelism is inside oneDNN.
  *
- * IMPLEMENTATION RULE (conv_pick_impl), from tests/bench/bench_conv.c on this 2-core AVX-512
- * machine (oneDNN 2.6.3, 2 threads), first full run, summed over the 69 distinct ResNet-50 shapes
- * at 224x224 batch 8 and CIFAR 32x32 batch 64 (width 1 and 0.25), fwd + bwd-data + bwd-weights:
- *   - oneDNN with the weights layout it prefers (format_any; brgconv / jit kernels on blocked
- *     weights such as Acdb16a), with the HWIO <-> blocked reorders included in every call:
- *     1.40 s; on plain HWIO weights oneDNN falls back to im2col + sgemm ("x64:gemm:jit"):
- *     1.99 s. 3x3 forward e.g. 414 vs 164 GFLOP/s (56x56, 64->64, batch 8).
- *   - 1x1 stride-1 convolutions as one sgemm: a win only at small spatial sizes, where the
- *     GEMM's long M dimension is short and oneDNN's 1x1 kernels lose efficiency: at 7x7 and
- *     4x4 forward 368 vs 307, 374 vs 266, 361 vs 265 and backward-weights 362 vs 278, 354 vs
- *     284, 347 vs 210 GFLOP/s; at 8x8 and larger oneDNN ties or wins (backward-weights at 32x32
- *     with 16 channels: 131 vs 233). Hence: sgemm for 1x1/1 unpadded with H*W <= 49.
- *   - Fewer than 8 input or output channels: oneDNN on plain HWIO weights. On an AVX2 CPU
- *     without AVX-512, oneDNN 2.6.3's kernels for the preferred (blocked) layout corrupted the
- *     heap on 4-channel convolutions (valgrind: an 8-byte write from JIT code past a 432-byte
- *     block, i.e. past a 3x3x3x4 weight; glibc then aborted "corrupted size vs. prev_size") and
- *     made two identical 2-thread runs differ; with plain weights both are gone (resnet20 at
- *     width 0.25, 8 px: four runs without a crash, identical losses run to run). Such layers
- *     are tiny (a stem), so the slower path costs little.
+ * Which implementation (conv_pick_impl): oneDNN on the weights layout it prefers (blocked),
+ * with the reorders in every call; one sgemm for 1x1 stride-1 unpadded convolutions at small
+ * spatial sizes (H*W <= 49), where oneDNN's 1x1 kernels lose efficiency; oneDNN on plain HWIO
+ * weights below 8 input or output channels, where oneDNN 2.6.3's blocked kernels corrupted the
+ * heap on an AVX2 CPU. The measurements: results/reference/bench.md, "Convolution rule".
  */
 #include <limits.h>
 #include <oneapi/dnnl/dnnl.h>
