@@ -1,8 +1,9 @@
 /* bench.c — `mpx bench`: how fast a configured training step runs, and what its parts cost.
  *
- * Every speed is reported next to a reference measured in the same process (an OpenBLAS sgemm
- * of the model's dominant GEMM shape, and a large square one), because shared machines are
- * noisy: the ratio travels between machines and runs, the absolute number does not.
+ * Every speed is reported next to a reference measured in the same process (the faster of
+ * oneDNN's and OpenBLAS's sgemm on the model's dominant GEMM shape, both reported, and a large
+ * square one), because shared machines are noisy: the ratio travels between machines and runs,
+ * the absolute number does not.
  * Variants (precision modes; statistics and adaptive-scaling settings) are timed in
  * interleaved rounds on one fixed batch, so drift hits them all alike.
  *
@@ -96,8 +97,9 @@ double mpx_median_ci(double *v, int n, double *lo, double *hi) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* GFLOP/s of C[m,n] = A[m,k] B[k,n] through OpenBLAS, best of a few repetitions. */
-static double sgemm_rate(int m, int n, int k) {
+/* GFLOP/s of C[m,n] = A[m,k] B[k,n] through `impl` (oneDNN or OpenBLAS), best of a few
+ * repetitions. */
+static double sgemm_rate(mpx_gemm_impl impl, int m, int n, int k) {
     float *a = calloc((size_t)m * k, sizeof *a), *b = calloc((size_t)k * n, sizeof *b),
           *c = calloc((size_t)m * n, sizeof *c);
     if (!a || !b || !c) {
@@ -108,7 +110,7 @@ static double sgemm_rate(int m, int n, int k) {
     }
     for (size_t i = 0; i < (size_t)m * k; i++) a[i] = (float)((i * 7919) % 13) * 0.1f;
     for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)((i * 104729) % 11) * 0.1f;
-    mpx_sgemm_force(MPX_GEMM_OPENBLAS);
+    mpx_sgemm_force(impl);
     double flops = 2.0 * m * n * k, best = 1e30;
     int reps = (int)fmin(20, fmax(3, 2e10 / flops));
     mpx_sgemm(0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); /* warm-up */
@@ -272,8 +274,15 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         res->ref_gemm_m = gm;
         res->ref_gemm_n = gn;
         res->ref_gemm_k = gk;
-        res->ref_gflops = sgemm_rate(gm, gn, gk);
-        res->big_gflops = sgemm_rate(2048, 2048, 2048);
+        /* the reference is the faster sgemm of this host on that shape */
+        for (int i = 0; i < 2; i++) {
+            const mpx_gemm_impl impl = i == 0 ? MPX_GEMM_ONEDNN : MPX_GEMM_OPENBLAS;
+            res->ref_by[i] = sgemm_rate(impl, gm, gn, gk);
+            res->big_by[i] = sgemm_rate(impl, 2048, 2048, 2048);
+        }
+        res->ref_impl = res->ref_by[1] > res->ref_by[0] ? 1 : 0;
+        res->ref_gflops = res->ref_by[res->ref_impl];
+        res->big_gflops = res->big_by[res->ref_impl];
         res->flops_per_step = mpx_graph_flops(v[0].g, 1);
         res->batch = rc->train.batch_size;
         res->peak_rss = mpx_peak_rss();

@@ -3,8 +3,10 @@
 #define MPX_CLI_H
 
 #include <getopt.h>
+#include <stdio.h>
 
 #include "mpx/error.h"
+#include "mpx/precision.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_DIVERGED = 3 };
 
@@ -25,6 +27,11 @@ int cli_getopt(const char *cmd, int argc, char **argv, const struct option *opts
 /* The positional arguments after the first must be config overrides (section.key=value): 1
  * when they are, else 0 after reporting the first that is not. */
 int cli_overrides_only(const char *cmd, int n, char **args);
+
+/* Which implementation each op family runs on the CPU backend in `mode`, in words (op_paths.c);
+ * and that as a line "<indent><mode>: <paths>". */
+const char *cli_op_path(mpx_precision_mode mode, int direct_io, char *buf, size_t cap);
+void cli_print_op_paths(FILE *f, const char *indent, mpx_precision_mode mode, int direct_io);
 
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

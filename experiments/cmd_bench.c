@@ -49,7 +49,19 @@ static const char *const overhead_keys[MPX_OVERHEAD_KINDS] = {
     "adaptive_update_every_100", "adaptive_update_every_1_parts", "adaptive_update_every_100_parts",
     "control",                 "control_parts"};
 
-static void write_json(FILE *f, const char *config, const mpx_bench_result *r, int tokens) {
+static const char *const ref_impl_name[2] = {"oneDNN", "OpenBLAS"};
+
+/* The precision mode a result row ran in. */
+static int row_mode(const mpx_bench_row *row, mpx_precision_mode *m) {
+    static const mpx_precision_mode all[] = {MPX_MODE_FP32, MPX_MODE_FP16, MPX_MODE_BF16,
+                                             MPX_MODE_TF32};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (strcmp(row->mode, mpx_precision_mode_name(all[i])) == 0) return *m = all[i], 1;
+    return 0;
+}
+
+static void write_json(FILE *f, const char *config, const mpx_bench_result *r, int tokens,
+                       int cpu, int direct_io) {
     json_writer w = {f, 0, {0}};
     json_begin_object(&w, NULL);
     json_string(&w, "config", config);
@@ -66,7 +78,23 @@ static void write_json(FILE *f, const char *config, const mpx_bench_result *r, i
     json_integer(&w, "gemm_k", r->ref_gemm_k);
     json_number(&w, "sgemm_gflops", r->ref_gflops);
     json_number(&w, "sgemm_2048_gflops", r->big_gflops);
+    json_string(&w, "sgemm_impl", ref_impl_name[r->ref_impl]);
+    json_number(&w, "onednn_gflops", r->ref_by[0]);
+    json_number(&w, "openblas_gflops", r->ref_by[1]);
+    json_number(&w, "onednn_2048_gflops", r->big_by[0]);
+    json_number(&w, "openblas_2048_gflops", r->big_by[1]);
     json_end_object(&w);
+    if (mpx_blas_warning()) json_string(&w, "blas_warning", mpx_blas_warning());
+    if (cpu) {
+        json_begin_object(&w, "paths");
+        for (int i = 0; i < r->n; i++) {
+            char buf[320];
+            mpx_precision_mode m;
+            if (row_mode(&r->rows[i], &m))
+                json_string(&w, r->rows[i].mode, cli_op_path(m, direct_io, buf, sizeof buf));
+        }
+        json_end_object(&w);
+    }
     json_number(&w, "peak_rss_mib", r->peak_rss / 1048576.0);
     if (r->has_scratch_peak) json_number(&w, "device_scratch_peak_mib", r->scratch_peak / 1048576.0);
     if (r->conv16_fallbacks >= 0) json_integer(&w, "conv16_fallbacks", (long long)r->conv16_fallbacks);
@@ -164,10 +192,24 @@ int cmd_bench(int argc, char **argv) {
     st = mpx_run_bench(&rc, &o, &r, stdout);
     if (st != MPX_OK) return cli_error("bench", st);
 
-    printf("%s: batch %d, %.3f GFLOP per training step, %d threads, %s\n", config, r.batch,
-           r.flops_per_step * 1e-9, mpx_threads_get(), mpx_blas_info());
-    printf("reference: OpenBLAS sgemm %dx%dx%d (the dominant GEMM) %.1f GFLOP/s; 2048^3 %.1f GFLOP/s\n",
-           r.ref_gemm_m, r.ref_gemm_n, r.ref_gemm_k, r.ref_gflops, r.big_gflops);
+    printf("%s: batch %d, %.3f GFLOP per training step, %d threads, host %s\n", config, r.batch,
+           r.flops_per_step * 1e-9, mpx_threads_get(), mpx_host_str());
+    printf("blas: %s\n", mpx_blas_info());
+    if (mpx_blas_warning()) printf("warning: %s\n", mpx_blas_warning());
+    printf("reference sgemm %dx%dx%d (the dominant GEMM): oneDNN %.1f GFLOP/s, OpenBLAS %.1f; "
+           "2048^3: oneDNN %.1f, OpenBLAS %.1f; /sgemm is against %s, the faster\n",
+           r.ref_gemm_m, r.ref_gemm_n, r.ref_gemm_k, r.ref_by[0], r.ref_by[1], r.big_by[0],
+           r.big_by[1], ref_impl_name[r.ref_impl]);
+    if (rc.train.device == MPX_DEV_CPU) {
+        printf("paths (cpu):\n");
+        for (int i = 0; i < r.n; i++) {
+            int dup = 0; /* one line per mode */
+            for (int j = 0; j < i; j++) dup |= strcmp(r.rows[j].mode, r.rows[i].mode) == 0;
+            mpx_precision_mode m;
+            if (!dup && row_mode(&r.rows[i], &m))
+                cli_print_op_paths(stdout, "  ", m, rc.precision.direct_io);
+        }
+    }
     /* Sequence models: tokens per second too (samples x tokens per sample); 0 elsewhere. */
     int tokens = rc.model.task == MPX_TASK_MLM ? rc.data.seq_len : 0;
     printf("%-11s %-5s %9s %9s %9s %10s %9s %8s %9s %6s%s\n", "variant", "mode", "median_s", "min_s",
@@ -220,7 +262,7 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "mpx bench: cannot write '%s'\n", json);
             return EXIT_FAIL;
         }
-        write_json(f, config, &r, tokens);
+        write_json(f, config, &r, tokens, rc.train.device == MPX_DEV_CPU, rc.precision.direct_io);
         if (fclose(f) != 0) {
             fprintf(stderr, "mpx bench: cannot write '%s'\n", json);
             return EXIT_FAIL;

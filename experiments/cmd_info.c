@@ -14,9 +14,11 @@ static void help(void) {
     printf("usage: mpx info [CONFIG [section.key=value ...]]\n"
            "\n"
            "Without CONFIG: version, backends compiled, CUDA devices, threads, BLAS and oneDNN\n"
-           "(with the kernel OpenBLAS chose), CPU features used, and the parameter count of every\n"
-           "ResNet preset (1000 classes). With CONFIG: the data, model size, FLOPs per step and\n"
-           "the memory plan of that run.\n");
+           "(with the kernel OpenBLAS chose, and a warning when it lacks the CPU's vector\n"
+           "units), CPU features used, which implementation each op family runs per precision\n"
+           "mode on the CPU (16-bit GEMMs native where oneDNN has them here), and the parameter\n"
+           "count of every ResNet preset (1000 classes). With CONFIG: the data, model size,\n"
+           "FLOPs per step and the memory plan of that run.\n");
 }
 
 static void build_info(void) {
@@ -30,7 +32,13 @@ static void build_info(void) {
     printf("cpu features:  %s\n", mpx_cpu_features_str());
     printf("fp16 convert:  %s\n", mpx_convert_impl());
     printf("blas:          %s\n", mpx_blas_info());
+    if (mpx_blas_warning()) printf("warning:       %s\n", mpx_blas_warning());
     printf("dnn:           %s\n", mpx_dnnl_info());
+    printf("cpu op paths:\n");
+    static const mpx_precision_mode modes[] = {MPX_MODE_FP32, MPX_MODE_TF32, MPX_MODE_BF16,
+                                               MPX_MODE_FP16};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+        cli_print_op_paths(stdout, "  ", modes[i], 1);
 }
 
 static void model_sizes(void) {

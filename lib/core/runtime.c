@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -113,6 +114,21 @@ const char *mpx_blas_info(void) {
     static char buf[256];
     snprintf(buf, sizeof buf, "%s; kernel %s%s", openblas_get_config(), openblas_get_corename(),
              getenv("OPENBLAS_CORETYPE") ? " (forced by OPENBLAS_CORETYPE)" : "");
+    return buf;
+}
+
+const char *mpx_blas_warning(void) {
+    static const char *const vector[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
+                                         "SapphireRapids"}; /* kernels with AVX2 or AVX-512 */
+    static char buf[256];
+    const char *core = openblas_get_corename();
+    if (!mpx_cpu()->avx2 || !core) return NULL;
+    for (size_t i = 0; i < sizeof vector / sizeof *vector; i++)
+        if (strcasecmp(core, vector[i]) == 0) return NULL;
+    snprintf(buf, sizeof buf,
+             "OpenBLAS runs its %s kernel, without the AVX2 this CPU has (set OPENBLAS_CORETYPE="
+             "Haswell, or SkylakeX with AVX-512); mpx's GEMMs run on oneDNN either way",
+             core);
     return buf;
 }
 

@@ -154,10 +154,15 @@ static void cpu_scaled_sub(float *w, const float *u, size_t n, float a, float *d
     }
 }
 
+/* The GEMM family multiplies 16-bit storage natively where oneDNN can on this CPU (BF16 with
+ * AVX512_BF16 or AMX; F16 where oneDNN has it): ops.h, mpx_gemm_lowp_native. */
+static int cpu_gemm_direct_io(mpx_dtype t) { return mpx_gemm_lowp_native(t); }
+
 static const mpx_backend g_cpu = {
     .name = "cpu",
     .device = MPX_DEV_CPU,
     .native = cpu_native,
+    .gemm_direct_io = cpu_gemm_direct_io,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .zero = cpu_zero,

@@ -41,7 +41,9 @@ mpx_status mpx_graph_forward(mpx_graph *g, int training) {
         scratch_reset(g);
         double t0 = g->profile ? profile_clock(g) : 0;
         const double skipped0 = g->profile && g->be->skipped_flops ? g->be->skipped_flops() : 0;
+        g->gemm_views = op_is_gemm_family(n->op);
         mpx_status st = node_forward(g, n, training);
+        g->gemm_views = 0;
         if (g->profile) {
             n->prof_fwd += profile_clock(g) - t0;
             n->prof_calls++;
@@ -448,7 +450,9 @@ static mpx_status backward_pass(mpx_graph *g, const mpx_backward_opts *o) {
         if (n->op == OP_INPUT) continue;
         double t0 = g->profile ? profile_clock(g) : 0;
         const double skipped0 = g->profile && g->be->skipped_flops ? g->be->skipped_flops() : 0;
+        g->gemm_views = op_is_gemm_family(n->op);
         st = backward_node(g, n);
+        g->gemm_views = 0;
         if (g->profile) {
             n->prof_bwd += profile_clock(g) - t0;
             if (g->be->skipped_flops) n->prof_skipped += g->be->skipped_flops() - skipped0;

@@ -191,6 +191,8 @@ struct mpx_graph {
     const mpx_backward_opts *bw;
     int layerwise;                 /* adaptive scaling: per-layer factors and merges */
     int speculating;               /* this pass's merges assume their target (no wait) */
+    int gemm_views;                /* a GEMM-family node's views are being made (backend.h:
+                                    * gemm_direct_io) */
     int quantile_due;              /* adaptive-quantile recomputes factors this step */
     int64_t step;
 };
@@ -208,6 +210,8 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
                          const mpx_tensor *w0);
 /* 1 for ReLU, add and max-pool: their backward only moves values of dy. */
 int op_moves_values(op_kind op);
+/* 1 for conv2d, linear, linear_t and bmm: the GEMM family. */
+int op_is_gemm_family(op_kind op);
 /* 1 when the backend can apply a factor to the op's input gradient itself (backend.h:
  * conv2d_backward_data_scaled and its linear siblings). */
 int op_scales_input_grad(const mpx_backend *be, op_kind op);

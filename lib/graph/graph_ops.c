@@ -344,7 +344,7 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     /* The GEMM family's backward reads dy and the weight as its forward read its operands
      * (rounded to TF32 in tf32 mode). */
     mpx_tensor dy_g, dyd_g, w0_g;
-    if (n->op == OP_CONV2D || n->op == OP_LINEAR || n->op == OP_LINEAR_T || n->op == OP_BMM) {
+    if (op_is_gemm_family(n->op)) {
         if (dy) {
             dy_g = *dy;
             MPX_TRY(gemm_operand(g, &dy_g));

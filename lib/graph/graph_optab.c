@@ -29,3 +29,7 @@ int op_scales_input_grad(const mpx_backend *be, op_kind op) {
     default: return 0;
     }
 }
+
+int op_is_gemm_family(op_kind op) {
+    return op == OP_CONV2D || op == OP_LINEAR || op == OP_LINEAR_T || op == OP_BMM;
+}

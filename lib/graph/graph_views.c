@@ -4,7 +4,8 @@
  * An op asks for FP32 views; when the backend cannot read the storage dtype natively the view is
  * decoded into scratch, and results written into scratch are rounded into storage on commit (RNE
  * or stochastic, per the precision policy). A backend whose ops decode and round storage
- * themselves (direct_io) gets the stored tensors instead — inputs always, forward outputs when
+ * themselves (direct_io; for the GEMM family alone: gemm_direct_io, while g->gemm_views says a
+ * GEMM-family node is asking) gets the stored tensors instead — inputs always, forward outputs when
  * the policy rounds to nearest — which saves a pass over memory per view and changes no bit. A
  * gradient an op computes comes back in FP32 scratch whenever its commit has more to do than
  * round it to nearest: scale it, count it (statistics steps), shadow it or take its quantile, or
@@ -63,7 +64,10 @@ mpx_tensor make_view(int ndim, const int64_t *shape, mpx_dtype dt, mpx_device de
 
 /* Whether ops read tensors stored as `dt` as they are (natively, or decoding as they load). */
 static int reads_stored(const mpx_graph *g, mpx_dtype dt) {
-    return g->be->native(dt) || (g->prec.direct_io && g->be->direct_io && g->be->direct_io(dt));
+    if (g->be->native(dt)) return 1;
+    if (!g->prec.direct_io) return 0;
+    return (g->be->direct_io && g->be->direct_io(dt)) ||
+           (g->gemm_views && g->be->gemm_direct_io && g->be->gemm_direct_io(dt));
 }
 
 /* Whether ops write forward values stored as `dt` themselves: natively, or rounding to nearest

@@ -2,7 +2,9 @@
  *
  * c [..., M, N] = alpha * op(a) @ op(b) for every leading index, a [..., M, K] ([..., K, M]
  * with trans_a), b [..., K, N] ([..., N, K] with trans_b); the leading dims (0..2 of them) are
- * equal in a, b and c and flattened to a batch count. Each batch is one mpx_sgemm.
+ * equal in a, b and c and flattened to a batch count. Each batch is one mpx_sgemm; with a and b
+ * (and dc) in a 16-bit format this CPU multiplies natively, all batches are one batched
+ * mpx_gemm_lowp (linear.c says how 16-bit tensors are taken).
  *
  * Threads split the batches and each GEMM runs on one thread: called inside a parallel region,
  * oneDNN and OpenBLAS (OpenMP builds) run single-threaded, so every batch gives the bits of the
@@ -31,7 +33,7 @@ typedef struct {
 static mpx_status expect_mat(const char *op, const char *ref_name, const mpx_tensor *ref,
                              const char *name, const mpx_tensor *t, int64_t r, const char *rwhy,
                              int64_t c, const char *cwhy) {
-    MPX_TRY(ops_expect(op, name, t, MPX_F32, ref->ndim));
+    MPX_TRY(ops_expect_float(op, name, t, ref->ndim));
     for (int i = 0; i + 2 < ref->ndim; i++)
         MPX_TRY(ops_expect_dim(op, name, t, i, ref->shape[i], ref_name));
     MPX_TRY(ops_expect_dim(op, name, t, ref->ndim - 2, r, rwhy));
@@ -45,12 +47,12 @@ static mpx_status bmm_shapes(const char *op, const mpx_bmm_attr *at, const char 
     if (!at) return mpx_fail(MPX_ERR_INPUT, "%s: attr is NULL", op);
     if (!isfinite(at->alpha))
         return mpx_fail(MPX_ERR_INPUT, "%s: alpha %g is not finite", op, at->alpha);
-    MPX_TRY(ops_expect(op, an, a, MPX_F32, -1));
+    MPX_TRY(ops_expect_float(op, an, a, -1));
     if (a->ndim < 2)
         return mpx_fail(MPX_ERR_INPUT, "%s: %s has 1 dim, expected [..., rows, cols]", op, an);
     int64_t ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1];
     int64_t m = at->trans_a ? ac : ar, k = at->trans_a ? ar : ac;
-    MPX_TRY(ops_expect(op, bn, b, MPX_F32, a->ndim));
+    MPX_TRY(ops_expect_float(op, bn, b, a->ndim));
     int64_t n = at->trans_b ? b->shape[b->ndim - 2] : b->shape[b->ndim - 1];
     if (at->trans_b)
         MPX_TRY(expect_mat(op, an, a, bn, b, n, "N", k, "K of op(a)"));
@@ -72,13 +74,24 @@ mpx_status mpx_bmm_forward_cpu(const mpx_bmm_attr *at, const mpx_tensor *a, cons
     bmm_dims d;
     MPX_TRY(bmm_shapes(op, at, "a", a, "b", b, &d));
     MPX_TRY(expect_mat(op, "a", a, "c", c, d.m, "M of op(a)", d.n, "N of op(b)"));
-    const float *ad = a->data, *bd = b->data;
-    float *cd = c->data;
     const int64_t sa = (int64_t)d.m * d.k, sb = (int64_t)d.k * d.n, sc = (int64_t)d.m * d.n;
+    float *cd;
+    MPX_TRY(ops_result_begin(op, c, OPS_SLOT_OUT, &cd));
+    if (ops_lowp_pair(a, b)) {
+        MPX_TRY(mpx_gemm_lowp_batched(a->dtype, d.batch, at->trans_a, at->trans_b, d.m, d.n, d.k,
+                                      at->alpha, a->data, d.lda, sa, b->data, d.ldb, sb, cd, d.n,
+                                      sc));
+        ops_result_end(c, cd);
+        return MPX_OK;
+    }
+    const float *ad, *bd;
+    MPX_TRY(ops_f32_of(op, a, OPS_SLOT_A, &ad));
+    MPX_TRY(ops_f32_of(op, b, OPS_SLOT_B, &bd));
 #pragma omp parallel for schedule(static) if (d.batch > 1)
     for (int64_t i = 0; i < d.batch; i++)
         mpx_sgemm(at->trans_a, at->trans_b, d.m, d.n, d.k, at->alpha, ad + i * sa, d.lda,
                   bd + i * sb, d.ldb, 0.0f, cd + i * sc, d.n);
+    ops_result_end(c, cd);
     return MPX_OK;
 }
 
@@ -89,18 +102,45 @@ mpx_status mpx_bmm_backward_cpu(const mpx_bmm_attr *at, const mpx_tensor *dc, co
     MPX_TRY(bmm_shapes(op, at, "a", a, "b", b, &d));
     MPX_TRY(expect_mat(op, "a", a, "dc", dc, d.m, "M of op(a)", d.n, "N of op(b)"));
     if (da) {
-        MPX_TRY(ops_expect(op, "da", da, MPX_F32, -1));
+        MPX_TRY(ops_expect_float(op, "da", da, -1));
         MPX_TRY(ops_expect_same_shape(op, "a", a, "da", da));
     }
     if (db) {
-        MPX_TRY(ops_expect(op, "db", db, MPX_F32, -1));
+        MPX_TRY(ops_expect_float(op, "db", db, -1));
         MPX_TRY(ops_expect_same_shape(op, "b", b, "db", db));
     }
-    const float *ad = a->data, *bd = b->data, *dcd = dc->data;
-    float *dad = da ? da->data : NULL, *dbd = db ? db->data : NULL;
     const int64_t sa = (int64_t)d.m * d.k, sb = (int64_t)d.k * d.n, sc = (int64_t)d.m * d.n;
     const int ta = at->trans_a, tb = at->trans_b, m = d.m, n = d.n, k = d.k;
     const float alpha = at->alpha;
+    float *dad = NULL, *dbd = NULL;
+    MPX_TRY(ops_result_begin(op, da, OPS_SLOT_OUT, &dad));
+    MPX_TRY(ops_result_begin(op, db, OPS_SLOT_OUT2, &dbd));
+    if (ops_lowp_pair(a, b) && a->dtype == dc->dtype) {
+        const mpx_dtype t = a->dtype;
+        const void *A = a->data, *B = b->data, *C = dc->data;
+        const int64_t q = d.batch;
+        /* da = dc op(b)^T ([M, K]), or its transpose op(b) dc^T ([K, M]) with trans_a */
+        if (dad && !ta)
+            MPX_TRY(mpx_gemm_lowp_batched(t, q, 0, !tb, m, k, n, alpha, C, n, sc, B, d.ldb, sb,
+                                          dad, k, sa));
+        if (dad && ta)
+            MPX_TRY(mpx_gemm_lowp_batched(t, q, tb, 1, k, m, n, alpha, B, d.ldb, sb, C, n, sc,
+                                          dad, m, sa));
+        /* db = op(a)^T dc ([K, N]), or dc^T op(a) ([N, K]) with trans_b */
+        if (dbd && !tb)
+            MPX_TRY(mpx_gemm_lowp_batched(t, q, !ta, 0, k, n, m, alpha, A, d.lda, sa, C, n, sc,
+                                          dbd, n, sb));
+        if (dbd && tb)
+            MPX_TRY(mpx_gemm_lowp_batched(t, q, 1, ta, n, k, m, alpha, C, n, sc, A, d.lda, sa,
+                                          dbd, k, sb));
+        ops_result_end(da, dad);
+        ops_result_end(db, dbd);
+        return MPX_OK;
+    }
+    const float *ad, *bd, *dcd;
+    MPX_TRY(ops_f32_of(op, a, OPS_SLOT_A, &ad));
+    MPX_TRY(ops_f32_of(op, b, OPS_SLOT_B, &bd));
+    MPX_TRY(ops_f32_of(op, dc, OPS_SLOT_BIAS, &dcd));
 #pragma omp parallel for schedule(static) if (d.batch > 1)
     for (int64_t i = 0; i < d.batch; i++) {
         const float *ai = ad + i * sa, *bi = bd + i * sb, *ci = dcd + i * sc;
@@ -117,5 +157,7 @@ mpx_status mpx_bmm_backward_cpu(const mpx_bmm_attr *at, const mpx_tensor *dc, co
                 mpx_sgemm(1, ta, n, k, m, alpha, ci, n, ai, d.lda, 0.0f, dbd + i * sb, k);
         }
     }
+    ops_result_end(da, dad);
+    ops_result_end(db, dbd);
     return MPX_OK;
 }

@@ -48,9 +48,9 @@ static mpx_status conv_check(const char *op, const mpx_conv2d_attr *a, const cha
     if (a->stride_h < 1 || a->stride_w < 1 || a->pad_h < 0 || a->pad_w < 0)
         return mpx_fail(MPX_ERR_INPUT, "%s: stride %dx%d must be >= 1 and pad %dx%d >= 0", op,
                         a->stride_h, a->stride_w, a->pad_h, a->pad_w);
-    MPX_TRY(ops_expect(op, xn, x, MPX_F32, 4));
-    MPX_TRY(ops_expect(op, wn, w, MPX_F32, 4));
-    MPX_TRY(ops_expect(op, yn, y, MPX_F32, 4));
+    MPX_TRY(ops_expect_float(op, xn, x, 4));
+    MPX_TRY(ops_expect_float(op, wn, w, 4));
+    MPX_TRY(ops_expect_float(op, yn, y, 4));
     for (int i = 0; i < 4; i++)
         if (x->shape[i] > 1 << 30 || w->shape[i] > 1 << 30)
             return mpx_fail(MPX_ERR_INPUT, "%s: dimension %d of %s or %s exceeds 2^30", op, i, xn,
@@ -72,7 +72,7 @@ static mpx_status conv_check(const char *op, const mpx_conv2d_attr *a, const cha
     MPX_TRY(ops_expect_dim(op, yn, y, 2, g->ow, "OW = (W + 2*pad_w - KW) / stride_w + 1"));
     MPX_TRY(ops_expect_dim(op, yn, y, 3, g->k, "K of the weights"));
     if (b) {
-        MPX_TRY(ops_expect(op, bn, b, MPX_F32, 1));
+        MPX_TRY(ops_expect_float(op, bn, b, 1));
         MPX_TRY(ops_expect_dim(op, bn, b, 0, g->k, "K of the weights"));
     }
     return MPX_OK;
@@ -99,19 +99,6 @@ static mpx_conv2d_impl conv_pick_impl(const mpx_conv2d_attr *a, const conv_geom 
     return MPX_CONV_ONEDNN_ANY;
 }
 
-/* ---- the 1x1 stride-1 convolution as a GEMM over M = N*H*W rows ---- */
-
-static void conv_gemm_forward(const conv_geom *g, const float *x, const float *w, const float *b,
-                              float *y) {
-    int64_t m = (int64_t)g->n * g->h * g->w;
-    mpx_sgemm(0, 0, (int)m, g->k, g->c, 1.0f, x, g->c, w, g->k, 0.0f, y, g->k);
-    if (!b) return;
-    int k = g->k;
-#pragma omp parallel for schedule(static) if (m * k >= OPS_PAR_MIN)
-    for (int64_t i = 0; i < m; i++)
-        for (int j = 0; j < k; j++) y[i * k + j] += b[j];
-}
-
 /* ---- oneDNN: engine, stream and the primitive cache ---- */
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -120,6 +107,7 @@ static dnnl_stream_t g_stream;
 
 typedef struct {
     int n, h, w, c, k, kh, kw, sh, sw, ph, pw, bias, wany;
+    int lowp; /* 0: FP32 operands; else the dnnl data type of the 16-bit operands */
 } conv_key;
 
 /* One pass (forward, backward data or backward weights) of one cached shape. */
@@ -234,15 +222,21 @@ typedef struct {
     dnnl_dims_t strides, pad_l, pad_r;
 } conv_mds;
 
-static dnnl_status_t conv_make_mds(const conv_key *k, conv_mds *m) {
+/* With 16-bit operands (k->lowp) the pass's inputs are 16-bit and its result FP32: forward
+ * x, w -> y; backward data dy, w -> dx; backward weights x, dy -> dw (and the bias FP32). */
+static dnnl_status_t conv_make_mds(const conv_key *k, int pass, conv_mds *m) {
     int oh = (k->h + 2 * k->ph - k->kh) / k->sh + 1, ow = (k->w + 2 * k->pw - k->kw) / k->sw + 1;
     dnnl_dims_t xd = {k->n, k->c, k->h, k->w}, yd = {k->n, k->k, oh, ow};
     dnnl_dims_t wd = {k->k, k->c, k->kh, k->kw}, bd = {k->k};
+    const dnnl_data_type_t lo = k->lowp ? (dnnl_data_type_t)k->lowp : dnnl_f32;
+    const dnnl_data_type_t xt = pass == MPX_CONV_BACKWARD_DATA ? dnnl_f32 : lo;
+    const dnnl_data_type_t yt = pass == MPX_CONV_FORWARD ? dnnl_f32 : lo;
+    const dnnl_data_type_t wt = pass == MPX_CONV_BACKWARD_WEIGHTS ? dnnl_f32 : lo;
     dnnl_status_t st;
-    if ((st = dnnl_memory_desc_init_by_tag(&m->x, 4, xd, dnnl_f32, dnnl_nhwc))) return st;
-    if ((st = dnnl_memory_desc_init_by_tag(&m->y, 4, yd, dnnl_f32, dnnl_nhwc))) return st;
-    if ((st = dnnl_memory_desc_init_by_tag(&m->w_user, 4, wd, dnnl_f32, dnnl_hwio))) return st;
-    if ((st = dnnl_memory_desc_init_by_tag(&m->w_any, 4, wd, dnnl_f32, dnnl_format_tag_any)))
+    if ((st = dnnl_memory_desc_init_by_tag(&m->x, 4, xd, xt, dnnl_nhwc))) return st;
+    if ((st = dnnl_memory_desc_init_by_tag(&m->y, 4, yd, yt, dnnl_nhwc))) return st;
+    if ((st = dnnl_memory_desc_init_by_tag(&m->w_user, 4, wd, wt, dnnl_hwio))) return st;
+    if ((st = dnnl_memory_desc_init_by_tag(&m->w_any, 4, wd, wt, dnnl_format_tag_any)))
         return st;
     if ((st = dnnl_memory_desc_init_by_tag(&m->bias, 1, bd, dnnl_f32, dnnl_a))) return st;
     m->strides[0] = k->sh, m->strides[1] = k->sw;
@@ -273,14 +267,17 @@ static mpx_status conv_fwd_pd(const conv_key *k, const conv_mds *m, dnnl_primiti
 static mpx_status conv_pass_create(conv_entry *e, int pass, conv_pass_state *p) {
     const conv_key *k = &e->key;
     conv_mds m;
-    DNNL_TRY(pass, k, "dnnl_memory_desc_init_by_tag", conv_make_mds(k, &m));
+    DNNL_TRY(pass, k, "dnnl_memory_desc_init_by_tag", conv_make_mds(k, pass, &m));
     const dnnl_memory_desc_t *wmd = k->wany ? &m.w_any : &m.w_user;
     if (pass == MPX_CONV_FORWARD) {
         MPX_TRY(conv_fwd_pd(k, &m, &p->pd));
     } else {
         dnnl_primitive_desc_t hint = e->pass[MPX_CONV_FORWARD].pd, own_hint = NULL;
         if (!hint) {
-            MPX_TRY(conv_fwd_pd(k, &m, &own_hint));
+            conv_mds fm;
+            DNNL_TRY(pass, k, "dnnl_memory_desc_init_by_tag",
+                     conv_make_mds(k, MPX_CONV_FORWARD, &fm));
+            MPX_TRY(conv_fwd_pd(k, &fm, &own_hint));
             hint = own_hint;
         }
         dnnl_convolution_desc_t d;
@@ -369,13 +366,14 @@ static mpx_status conv_lookup(const conv_key *k, int pass, conv_pass_state **out
 }
 
 static conv_key conv_make_key(const mpx_conv2d_attr *a, const conv_geom *g, int bias,
-                              mpx_conv2d_impl impl) {
+                              mpx_conv2d_impl impl, mpx_dtype lowp) {
     conv_key k;
     memset(&k, 0, sizeof k); /* compared with memcmp */
     k.n = g->n, k.h = g->h, k.w = g->w, k.c = g->c, k.k = g->k, k.kh = g->kh, k.kw = g->kw;
     k.sh = a->stride_h, k.sw = a->stride_w, k.ph = a->pad_h, k.pw = a->pad_w;
     k.bias = bias;
     k.wany = impl == MPX_CONV_ONEDNN_ANY;
+    k.lowp = lowp == MPX_BF16 ? (int)dnnl_bf16 : lowp == MPX_F16 ? (int)dnnl_f16 : 0;
     return k;
 }
 
@@ -441,51 +439,114 @@ static mpx_status conv_run_dnnl(int pass, const conv_key *k, const void *x, cons
     return MPX_OK;
 }
 
-/* ---- public entry points ---- */
+/* ---- public entry points ----
+ * Tensors may be FP32 or 16-bit (linear.c says how they are taken): the pass runs on the two
+ * inputs as they are when both are in a 16-bit format this CPU multiplies natively, else on
+ * FP32 (decoded); its result is FP32, rounded into a 16-bit output's storage. */
+
+/* The pass's two inputs in the format they are multiplied in; *lowp their 16-bit dtype (F32:
+ * FP32 math). */
+static mpx_status conv_inputs(const char *op, const mpx_tensor *a, const mpx_tensor *b,
+                              const void **pa, const void **pb, mpx_dtype *lowp) {
+    if (ops_lowp_pair(a, b)) {
+        *pa = a->data, *pb = b->data, *lowp = a->dtype;
+        return MPX_OK;
+    }
+    const float *fa, *fb;
+    MPX_TRY(ops_f32_of(op, a, OPS_SLOT_A, &fa));
+    MPX_TRY(ops_f32_of(op, b, OPS_SLOT_B, &fb));
+    *pa = fa, *pb = fb, *lowp = MPX_F32;
+    return MPX_OK;
+}
+
+/* C[M,N] (FP32) = op(A) op(B) on operands of `lowp` (F32: FP32). */
+static mpx_status conv_gemm(mpx_dtype lowp, int ta, int tb, int m, int n, int k, const void *a,
+                            int lda, const void *b, int ldb, float *c, int ldc) {
+    if (lowp == MPX_F32) {
+        mpx_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+        return MPX_OK;
+    }
+    return mpx_gemm_lowp(lowp, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, c, ldc);
+}
 
 mpx_status mpx_conv2d_forward_cpu(const mpx_conv2d_attr *a, const mpx_tensor *x,
                                   const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y) {
+    const char *op = g_pass_name[0];
     conv_geom g = {0};
-    MPX_TRY(conv_check(g_pass_name[0], a, "x", x, "w", w, "y", y, "b", b, &g));
+    MPX_TRY(conv_check(op, a, "x", x, "w", w, "y", y, "b", b, &g));
+    const void *xd, *wd;
+    const float *bd;
+    float *yd;
+    mpx_dtype lowp;
+    MPX_TRY(conv_inputs(op, x, w, &xd, &wd, &lowp));
+    MPX_TRY(ops_f32_of(op, b, OPS_SLOT_BIAS, &bd));
+    MPX_TRY(ops_result_begin(op, y, OPS_SLOT_OUT, &yd));
     mpx_conv2d_impl impl = conv_pick_impl(a, &g);
     if (impl == MPX_CONV_SGEMM) {
-        conv_gemm_forward(&g, x->data, w->data, b ? b->data : NULL, y->data);
-        return MPX_OK;
+        const int64_t m = (int64_t)g.n * g.h * g.w;
+        MPX_TRY(conv_gemm(lowp, 0, 0, (int)m, g.k, g.c, xd, g.c, wd, g.k, yd, g.k));
+        if (bd) {
+#pragma omp parallel for schedule(static) if (m * g.k >= OPS_PAR_MIN)
+            for (int64_t i = 0; i < m; i++)
+                for (int j = 0; j < g.k; j++) yd[i * g.k + j] += bd[j];
+        }
+    } else {
+        conv_key k = conv_make_key(a, &g, b != NULL, impl, lowp);
+        MPX_TRY(conv_run_dnnl(MPX_CONV_FORWARD, &k, xd, yd, wd, bd));
     }
-    conv_key k = conv_make_key(a, &g, b != NULL, impl);
-    return conv_run_dnnl(MPX_CONV_FORWARD, &k, x->data, y->data, w->data, b ? b->data : NULL);
+    ops_result_end(y, yd);
+    return MPX_OK;
 }
 
 mpx_status mpx_conv2d_backward_data_cpu(const mpx_conv2d_attr *a, const mpx_tensor *dy,
                                         const mpx_tensor *w, mpx_tensor *dx) {
+    const char *op = g_pass_name[1];
     conv_geom g = {0};
-    MPX_TRY(conv_check(g_pass_name[1], a, "dx", dx, "w", w, "dy", dy, NULL, NULL, &g));
+    MPX_TRY(conv_check(op, a, "dx", dx, "w", w, "dy", dy, NULL, NULL, &g));
+    const void *dyd, *wd;
+    float *dxd;
+    mpx_dtype lowp;
+    MPX_TRY(conv_inputs(op, dy, w, &dyd, &wd, &lowp));
+    MPX_TRY(ops_result_begin(op, dx, OPS_SLOT_OUT, &dxd));
     mpx_conv2d_impl impl = conv_pick_impl(a, &g);
-    if (impl == MPX_CONV_SGEMM) {
-        /* dx[M,C] = dy[M,K] @ w[C,K]^T */
-        int m = (int)((int64_t)g.n * g.h * g.w);
-        mpx_sgemm(0, 1, m, g.c, g.k, 1.0f, dy->data, g.k, w->data, g.k, 0.0f, dx->data, g.c);
-        return MPX_OK;
+    if (impl == MPX_CONV_SGEMM) { /* dx[M,C] = dy[M,K] @ w[C,K]^T */
+        const int m = (int)((int64_t)g.n * g.h * g.w);
+        MPX_TRY(conv_gemm(lowp, 0, 1, m, g.c, g.k, dyd, g.k, wd, g.k, dxd, g.c));
+    } else {
+        conv_key k = conv_make_key(a, &g, 0, impl, lowp);
+        MPX_TRY(conv_run_dnnl(MPX_CONV_BACKWARD_DATA, &k, dxd, dyd, wd, NULL));
     }
-    conv_key k = conv_make_key(a, &g, 0, impl);
-    return conv_run_dnnl(MPX_CONV_BACKWARD_DATA, &k, dx->data, dy->data, w->data, NULL);
+    ops_result_end(dx, dxd);
+    return MPX_OK;
 }
 
 mpx_status mpx_conv2d_backward_weights_cpu(const mpx_conv2d_attr *a, const mpx_tensor *dy,
                                            const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db) {
+    const char *op = g_pass_name[2];
     conv_geom g = {0};
-    MPX_TRY(conv_check(g_pass_name[2], a, "x", x, "dw", dw, "dy", dy, "db", db, &g));
+    MPX_TRY(conv_check(op, a, "x", x, "dw", dw, "dy", dy, "db", db, &g));
+    const void *dyd, *xd;
+    float *dwd, *dbd;
+    mpx_dtype lowp;
+    MPX_TRY(conv_inputs(op, dy, x, &dyd, &xd, &lowp));
+    MPX_TRY(ops_result_begin(op, dw, OPS_SLOT_OUT, &dwd));
+    MPX_TRY(ops_result_begin(op, db, OPS_SLOT_OUT2, &dbd));
     mpx_conv2d_impl impl = conv_pick_impl(a, &g);
-    if (impl == MPX_CONV_SGEMM) {
-        /* dw[C,K] = x[M,C]^T @ dy[M,K]; db = column sums of dy */
-        int m = (int)((int64_t)g.n * g.h * g.w);
-        mpx_sgemm(1, 0, g.c, g.k, m, 1.0f, x->data, g.c, dy->data, g.k, 0.0f, dw->data, g.k);
-        if (db) ops_column_sums(dy->data, m, g.k, db->data);
-        return MPX_OK;
+    if (impl == MPX_CONV_SGEMM) { /* dw[C,K] = x[M,C]^T @ dy[M,K]; db = column sums of dy */
+        const int m = (int)((int64_t)g.n * g.h * g.w);
+        MPX_TRY(conv_gemm(lowp, 1, 0, g.c, g.k, m, xd, g.c, dyd, g.k, dwd, g.k));
+        if (dbd) {
+            const float *dyf = dyd;
+            if (lowp != MPX_F32) MPX_TRY(ops_f32_of(op, dy, OPS_SLOT_GEMM_A, &dyf));
+            ops_column_sums(dyf, m, g.k, dbd);
+        }
+    } else {
+        conv_key k = conv_make_key(a, &g, db != NULL, impl, lowp);
+        MPX_TRY(conv_run_dnnl(MPX_CONV_BACKWARD_WEIGHTS, &k, xd, dyd, dwd, dbd));
     }
-    conv_key k = conv_make_key(a, &g, db != NULL, impl);
-    return conv_run_dnnl(MPX_CONV_BACKWARD_WEIGHTS, &k, x->data, dy->data, dw->data,
-                         db ? db->data : NULL);
+    ops_result_end(dw, dwd);
+    ops_result_end(db, dbd);
+    return MPX_OK;
 }
 
 mpx_status mpx_conv2d_describe(mpx_conv2d_pass pass, const mpx_conv2d_attr *a, const mpx_tensor *x,
@@ -512,7 +573,7 @@ mpx_status mpx_conv2d_describe(mpx_conv2d_pass pass, const mpx_conv2d_attr *a, c
         snprintf(buf, cap, "sgemm %s", lib);
         return MPX_OK;
     }
-    conv_key k = conv_make_key(a, &g, with_bias != 0, impl);
+    conv_key k = conv_make_key(a, &g, with_bias != 0, impl, MPX_F32);
     pthread_mutex_lock(&g_lock);
     conv_pass_state *p;
     mpx_status s = conv_lookup(&k, pass, &p);

@@ -3,14 +3,8 @@
 
 #include <stdio.h>
 
-mpx_status ops_expect(const char *op, const char *name, const mpx_tensor *t, mpx_dtype dt,
-                      int ndim) {
-    if (!t) return mpx_fail(MPX_ERR_INPUT, "%s: %s is NULL", op, name);
-    if (t->device != MPX_DEV_CPU)
-        return mpx_fail(MPX_ERR_INPUT, "%s: %s is not a CPU tensor", op, name);
-    if (t->dtype != dt)
-        return mpx_fail(MPX_ERR_INPUT, "%s: %s has dtype %s, expected %s", op, name,
-                        mpx_dtype_name(t->dtype), mpx_dtype_name(dt));
+/* ops_expect with the dtype checked by the caller. */
+static mpx_status expect_shape(const char *op, const char *name, const mpx_tensor *t, int ndim) {
     char buf[96];
     if (ndim >= 0 && t->ndim != ndim)
         return mpx_fail(MPX_ERR_INPUT, "%s: %s has %d dims, expected %d", op, name, t->ndim,
@@ -24,6 +18,30 @@ mpx_status ops_expect(const char *op, const char *name, const mpx_tensor *t, mpx
                             name, mpx_shape_str(t->ndim, t->shape, buf, sizeof buf));
     if (!t->data) return mpx_fail(MPX_ERR_INPUT, "%s: %s has no data", op, name);
     return MPX_OK;
+}
+
+static mpx_status expect_cpu(const char *op, const char *name, const mpx_tensor *t) {
+    if (!t) return mpx_fail(MPX_ERR_INPUT, "%s: %s is NULL", op, name);
+    if (t->device != MPX_DEV_CPU)
+        return mpx_fail(MPX_ERR_INPUT, "%s: %s is not a CPU tensor", op, name);
+    return MPX_OK;
+}
+
+mpx_status ops_expect(const char *op, const char *name, const mpx_tensor *t, mpx_dtype dt,
+                      int ndim) {
+    MPX_TRY(expect_cpu(op, name, t));
+    if (t->dtype != dt)
+        return mpx_fail(MPX_ERR_INPUT, "%s: %s has dtype %s, expected %s", op, name,
+                        mpx_dtype_name(t->dtype), mpx_dtype_name(dt));
+    return expect_shape(op, name, t, ndim);
+}
+
+mpx_status ops_expect_float(const char *op, const char *name, const mpx_tensor *t, int ndim) {
+    MPX_TRY(expect_cpu(op, name, t));
+    if (t->dtype != MPX_F32 && t->dtype != MPX_BF16 && t->dtype != MPX_F16)
+        return mpx_fail(MPX_ERR_INPUT, "%s: %s has dtype %s, expected f32, bf16 or f16", op, name,
+                        mpx_dtype_name(t->dtype));
+    return expect_shape(op, name, t, ndim);
 }
 
 mpx_status ops_expect_dim(const char *op, const char *name, const mpx_tensor *t, int dim,

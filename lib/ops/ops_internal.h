@@ -6,6 +6,7 @@
 #ifndef MPX_OPS_INTERNAL_H
 #define MPX_OPS_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mpx/error.h"
@@ -25,6 +26,25 @@ mpx_status ops_expect_dim(const char *op, const char *name, const mpx_tensor *t,
 /* a and b have identical ndim and dims. */
 mpx_status ops_expect_same_shape(const char *op, const char *name_a, const mpx_tensor *a,
                                  const char *name_b, const mpx_tensor *b);
+
+/* ---- 16-bit operands of the GEMM-family ops (gemm_lowp.c) ---- */
+/* Scratch slots: each operand of one op call has its own (ops run one at a time). */
+enum {
+    OPS_SLOT_A = 0, OPS_SLOT_B, OPS_SLOT_BIAS, OPS_SLOT_OUT, OPS_SLOT_OUT2, OPS_SLOT_GEMM_A,
+    OPS_SLOT_GEMM_B, OPS_SLOT_ROWS_A, OPS_SLOT_ROWS_B, OPS_SCRATCH_SLOTS
+};
+/* A grow-only buffer of at least `bytes` for `slot`; NULL when it cannot grow. */
+void *ops_scratch(int slot, size_t bytes);
+/* t's values in FP32: t's own data when F32, else decoded into scratch `slot` (t may be NULL). */
+mpx_status ops_f32_of(const char *op, const mpx_tensor *t, int slot, const float **out);
+/* Where to write t's FP32 result: t's data when F32, else scratch `slot`; then ops_result_end
+ * rounds it into t's 16-bit storage (mpx_encode: RNE, as the executor's cast). */
+mpx_status ops_result_begin(const char *op, const mpx_tensor *t, int slot, float **out);
+void ops_result_end(const mpx_tensor *t, const float *f);
+/* 1 when a and b are both stored in one 16-bit format this CPU multiplies natively. */
+int ops_lowp_pair(const mpx_tensor *a, const mpx_tensor *b);
+/* t's dtype is F32, or a 16-bit format: for the checks of ops that take either. */
+mpx_status ops_expect_float(const char *op, const char *name, const mpx_tensor *t, int ndim);
 
 /* Column sums of a row-major [m, n] matrix into out[n], accumulated in double in row order
  * (deterministic whatever the thread count: threads split the columns, never the rows). */

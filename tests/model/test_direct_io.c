@@ -1,8 +1,9 @@
 /* test_direct_io.c — the executor handing 16-bit storage to the operators (backend.h:
  * direct_io) computes what its FP32-view emulation computes, bit for bit.
  *
- * The CPU operators take FP32 only, so the test builds a backend that does what a direct-I/O
- * backend (CUDA) does inside its kernels: every operator decodes its F16/BF16 tensors exactly
+ * The test builds a backend that does what a direct-I/O backend (CUDA) does inside its kernels
+ * (with the CPU GEMM family's native 16-bit kernels off, as the FP32 ops they are compared with
+ * sum in another order): every operator decodes its F16/BF16 tensors exactly
  * into FP32 copies, runs the CPU operator on them, and rounds its 16-bit outputs once to nearest
  * even. The same graph trained on it and on the plain CPU backend (which gets FP32 views) must
  * then agree in every bit: the loss, the non-finite count and the gradient norm of each step,
@@ -26,6 +27,7 @@
 #include <string.h>
 
 #include "mpx/backend.h"
+#include "mpx/ops.h"
 #include "testutil.h"
 #include "train_trace.h"
 
@@ -293,6 +295,10 @@ static void compare(const variant *v, const mpx_backend *be) {
 }
 
 int main(void) {
+    /* The CPU's native 16-bit GEMMs sum in another order than the FP32 ones the instrumented
+     * backend runs (tests/model/test_native16_trace.c compares those paths); off here, so that
+     * both runs do the same FP32 arithmetic on every host. */
+    mpx_gemm_lowp_force(0);
     make_direct_backend();
     static const variant vs[] = {
         {"resnet", "fp16", "none", "rne", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},

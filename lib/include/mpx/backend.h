@@ -56,6 +56,11 @@ typedef struct mpx_backend {
      * gradient arrives in FP32, to be scaled, counted or shadowed on its way into storage.
      * Operators then see mixed dtypes (an F16 dy with an F32 dx). NULL: none. */
     int (*direct_io)(mpx_dtype t);
+    /* The same promise for the GEMM family alone (conv2d, linear, linear_t and bmm: forward,
+     * rows forward, backward data and weights), whose CPU operators multiply 16-bit tensors
+     * natively where the CPU can (mpx_gemm_lowp_native): the executor then hands only those
+     * operators the storage. NULL: none. */
+    int (*gemm_direct_io)(mpx_dtype t);
 
     /* memory: alloc returns zeroed memory or NULL */
     void *(*alloc)(size_t bytes);

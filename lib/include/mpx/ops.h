@@ -28,6 +28,23 @@ extern "C" {
 void mpx_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                const float *b, int ldb, float beta, float *c, int ldc);
 typedef enum { MPX_GEMM_AUTO = 0, MPX_GEMM_OPENBLAS, MPX_GEMM_ONEDNN } mpx_gemm_impl;
+/* ---- the same with 16-bit operands (gemm_lowp.c): C (FP32, beta 0) = alpha op(A) op(B), A and
+ * B stored as `t` (BF16, or F16 where oneDNN has it), FP32 accumulation. ---- */
+mpx_status mpx_gemm_lowp(mpx_dtype t, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                         const void *a, int lda, const void *b, int ldb, float *c, int ldc);
+/* `batch` of them at element strides sa, sb, sc apart, in one primitive call. */
+mpx_status mpx_gemm_lowp_batched(mpx_dtype t, int64_t batch, int trans_a, int trans_b, int m,
+                                 int n, int k, float alpha, const void *a, int lda, int64_t sa,
+                                 const void *b, int ldb, int64_t sb, float *c, int ldc, int64_t sc);
+/* 1 when oneDNN multiplies `t` operands natively on this CPU (not its reference kernels): the
+ * GEMM-family CPU ops then take tensors stored as `t` (backend.h: gemm_direct_io). */
+int mpx_gemm_lowp_native(mpx_dtype t);
+/* The path the GEMM family takes on `t` operands here, in words (mpx info, mpx bench): "native
+ * (oneDNN <implementation>, FP32 accumulation)" or "emulated (<why>)"; written into buf. */
+const char *mpx_gemm_lowp_path(mpx_dtype t, char *buf, size_t cap);
+/* 0: report no native 16-bit GEMM (tests and benchmarks compare the paths); 1: detect again. */
+void mpx_gemm_lowp_force(int on);
+void mpx_gemm_lowp_cache_clear(void);
 /* Force one implementation (benchmarks); AUTO restores the per-shape choice. */
 void mpx_sgemm_force(mpx_gemm_impl impl);
 const char *mpx_sgemm_choice(int trans_a, int trans_b, int m, int n, int k);

@@ -165,7 +165,9 @@ typedef struct {
     int batch;
     double flops_per_step;
     int ref_gemm_m, ref_gemm_n, ref_gemm_k;
-    double ref_gflops, big_gflops; /* OpenBLAS sgemm: the dominant GEMM shape; 2048^3 */
+    double ref_gflops, big_gflops; /* the reference sgemm: the dominant GEMM shape; 2048^3 */
+    double ref_by[2], big_by[2];   /* the same through [0] oneDNN, [1] OpenBLAS */
+    int ref_impl;                  /* which of the two is the reference: the faster */
     size_t peak_rss;
     /* device backends: the most memory the operators held beyond the arenas (backend.h:
      * scratch_peak), over every variant; has_scratch_peak 0 on the CPU */

@@ -43,8 +43,12 @@ const char *mpx_version(void);
 /* The commit the library was built from, "+dirty" when tracked files differed from it
  * (generated at build time by cmake/git_commit.cmake). */
 const char *mpx_git_commit(void);
-/* "OpenBLAS 0.3.21 (OPENMP) core SkylakeX" — with the kernel OpenBLAS chose at run time. */
+/* "OpenBLAS 0.3.21 ... USE_OPENMP; kernel SkylakeX" — with the kernel OpenBLAS chose at run
+ * time. */
 const char *mpx_blas_info(void);
+/* NULL, or a sentence when OpenBLAS runs a kernel without the AVX2 this CPU has (a CPU its
+ * release does not know gets a generic SSE kernel, several times slower). */
+const char *mpx_blas_warning(void);
 /* "oneDNN 2.6.3 (cpu runtime OMP, isa avx512_core)". */
 const char *mpx_dnnl_info(void);
 /* Source tree path compiled in (for data/ and configs when run from the build folder). */
