@@ -79,7 +79,8 @@ claims:
 	@python3 experiments/report.py claims $(MODELS) --scale $(SCALE)
 
 # The standard benchmark set: step time, samples/s, GFLOP/s vs sgemm, memory, overheads (JSON in
-# results/bench/).
+# results/bench/); then, where PyTorch is installed, mpx against the PyTorch CPU peers of the three
+# models in fp32/bf16/fp16 (experiments/peers/compare.sh; PEER_ROUNDS rounds, default 3).
 bench: build
 	@bash experiments/bench.sh
 

@@ -4,13 +4,17 @@
 The network of experiments/configs/resnet50/<scale>/fp32.cfg built the same way as
 models/resnet.c: ResNet-50 v1.5 (bottlenecks [3,4,6,3], stride on the 3x3, convs without bias,
 BN + ReLU), a width multiplier, the CIFAR stem (3x3/1, no max-pool) or the ImageNet one. One
-training step = forward, cross-entropy, backward, SGD with momentum and weight decay, on one
+training step = forward, cross-entropy, backward, SGD with momentum and weight decay (on the
+weights, not on biases and batch-norm parameters, as mpx), on one
 fixed batch in channels-last layout, like `mpx bench`. Prints one JSON line.
---precision: fp32 (TF32 off, as mpx's fp32), tf32, amp-fp16 (autocast + GradScaler, the
-DeepLearningExamples recipe) or amp-bf16; anything but fp32 needs --device cuda. On CUDA the
-step is timed between synchronisations, with cuDNN's autotuner on (PyTorch's usual setting).
+--precision: fp32 (TF32 off, as mpx's fp32), tf32 (--device cuda only), amp-fp16 (autocast +
+GradScaler, the DeepLearningExamples recipe) or amp-bf16, on the CPU too (torch.autocast("cpu"),
+torch.amp.GradScaler("cpu"); on a CPU without fp16 arithmetic PyTorch's fp16 convolutions are
+slow, as mpx's emulated fp16 is). On CUDA the step is timed between synchronisations, with
+cuDNN's autotuner on (PyTorch's usual setting).
 
   python3 resnet50_torch.py --batch 64 --res 32 --width 0.25 --stem cifar --threads 2 --steps 10
+  python3 resnet50_torch.py --precision amp-bf16
   python3 resnet50_torch.py --device cuda --batch 256 --res 224 --width 1 --stem imagenet \
       --classes 1000 --precision amp-fp16
 
@@ -20,9 +24,11 @@ import argparse
 import json
 import statistics
 import time
+import warnings
 
-import torch
-import torch.nn as nn
+warnings.filterwarnings("ignore", message=".*NumPy.*")  # torch without numpy warns at import
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
 
 
 class Bottleneck(nn.Module):
@@ -77,8 +83,8 @@ def main():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--precision", choices=["fp32", "tf32", "amp-fp16", "amp-bf16"], default="fp32")
     a = ap.parse_args()
-    if a.device == "cpu" and a.precision != "fp32":
-        ap.error("--precision %s needs --device cuda" % a.precision)
+    if a.device == "cpu" and a.precision == "tf32":
+        ap.error("--precision tf32 needs --device cuda")
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     dev = torch.device(a.device)
@@ -90,7 +96,11 @@ def main():
     amp = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(a.precision)
     model = resnet50(a.width, a.stem, a.classes).to(dev, memory_format=torch.channels_last)
     params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    # weight decay on the conv and fc weights only, as mpx decays them (not biases, BN)
+    decay = [p for p in model.parameters() if p.ndim > 1]
+    no_decay = [p for p in model.parameters() if p.ndim <= 1]
+    opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4},
+                           {"params": no_decay, "weight_decay": 0.0}], lr=0.05, momentum=0.9)
     scaler = torch.amp.GradScaler(a.device, enabled=amp is torch.float16)
     x = torch.randn(a.batch, 3, a.res, a.res, device=dev).to(memory_format=torch.channels_last)
     y = torch.randint(0, a.classes, (a.batch,), device=dev)
@@ -110,7 +120,8 @@ def main():
         if i >= a.warmup:
             times.append(time.perf_counter() - t0)
     med = statistics.median(times)
-    print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "device": a.device,
+    print(json.dumps({"peer": "pytorch", "model": "resnet50", "torch": torch.__version__,
+                      "device": a.device,
                       "precision": a.precision, "threads": a.threads, "batch": a.batch,
                       "res": a.res, "width": a.width, "params": params, "median_s": med,
                       "min_s": min(times), "samples_per_s": a.batch / med}))
