@@ -268,13 +268,13 @@ __global__ void multibox_grad(const void *probs, mpx_dtype pdt, const int32_t *t
 
 } // namespace
 
-extern "C" mpx_status mpx_multibox_forward_cuda(const mpx_multibox_attr *a, const mpx_tensor *conf,
-                                                const mpx_tensor *loc, const mpx_tensor *priors,
-                                                const mpx_tensor *gt_boxes,
-                                                const mpx_tensor *gt_labels,
-                                                mpx_tensor *workspace, mpx_tensor *loss,
-                                                mpx_tensor *probs, mpx_tensor *target,
-                                                mpx_tensor *loc_target) {
+/* The forward's arguments, as the CPU op checks them. */
+static mpx_status mb_forward_check(const mpx_multibox_attr *a, const mpx_tensor *conf,
+                                   const mpx_tensor *loc, const mpx_tensor *priors,
+                                   const mpx_tensor *gt_boxes, const mpx_tensor *gt_labels,
+                                   const mpx_tensor *workspace, const mpx_tensor *loss,
+                                   const mpx_tensor *probs, const mpx_tensor *target,
+                                   const mpx_tensor *loc_target) {
     MPX_TRY(mpx_multibox_check_attr(FWD, a));
     MPX_TRY(cuop_expect_float(FWD, "conf", conf, 3));
     if (conf->shape[2] < 2)
@@ -282,7 +282,7 @@ extern "C" mpx_status mpx_multibox_forward_cuda(const mpx_multibox_attr *a, cons
             MPX_ERR_INPUT,
             "%s: conf has C = %lld classes, expected >= 2 (background and an object class)", FWD,
             (long long)conf->shape[2]);
-    const int64_t nb = conf->shape[0], p = conf->shape[1], c = conf->shape[2];
+    const int64_t nb = conf->shape[0], p = conf->shape[1];
     MPX_TRY(cuop_expect_float(FWD, "loc", loc, 3));
     MPX_TRY(cuop_expect_dim(FWD, "loc", loc, 0, nb, "B, dim 0 of the confidences"));
     MPX_TRY(cuop_expect_dim(FWD, "loc", loc, 1, p, "P, dim 1 of the confidences"));
@@ -324,6 +324,20 @@ extern "C" mpx_status mpx_multibox_forward_cuda(const mpx_multibox_attr *a, cons
                         "G = %lld) aligned to 8",
                         FWD, (long long)workspace->shape[0], workspace->data, need, (long long)nb,
                         (long long)p, (long long)g);
+    return MPX_OK;
+}
+
+extern "C" mpx_status mpx_multibox_forward_cuda(const mpx_multibox_attr *a, const mpx_tensor *conf,
+                                                const mpx_tensor *loc, const mpx_tensor *priors,
+                                                const mpx_tensor *gt_boxes,
+                                                const mpx_tensor *gt_labels,
+                                                mpx_tensor *workspace, mpx_tensor *loss,
+                                                mpx_tensor *probs, mpx_tensor *target,
+                                                mpx_tensor *loc_target) {
+    MPX_TRY(mb_forward_check(a, conf, loc, priors, gt_boxes, gt_labels, workspace, loss, probs,
+                             target, loc_target));
+    const int64_t nb = conf->shape[0], p = conf->shape[1], c = conf->shape[2];
+    const int64_t g = gt_boxes->shape[1];
     /* The workspace as the CPU op lays it out: pairs [B, P], sums [B], GT states [B, G]. */
     ssd_pair *pairs = (ssd_pair *)workspace->data;
     ssd_image_sums *sums = (ssd_image_sums *)(pairs + nb * p);

@@ -58,147 +58,201 @@ static mpx_status alloc_arena(mpx_graph *g, void **arena, size_t bytes, const ch
     return MPX_OK;
 }
 
-static mpx_status plan_and_allocate(mpx_graph *g) {
+/* ---- the memory plan: one list of buffer specs ----
+ * Every buffer a step touches is one spec: its bytes, its arena, its lifetime where the arena
+ * shares memory by lifetime (gradients and fan-out branch buffers, in backward time
+ * t = nn - 1 - node index: written by the first consumer's backward, read by the producer's
+ * backward), and where its address goes. Planning sets the offsets (in list order for the
+ * whole-step arenas), allocation the addresses: one list, so the two cannot disagree. */
+enum { AR_VALUES, AR_SAVED, AR_GRADS, AR_BRANCHES, AR_PARAMS, AR_COUNT };
+
+typedef struct {
+    int arena;
+    mpx_arena_block b; /* size, lifetime (AR_GRADS, AR_BRANCHES), offset once planned */
+    void **dst;        /* where the buffer's address goes */
+} buf_spec;
+
+typedef struct {
+    buf_spec *v;
+    int n, cap;
+} spec_list;
+
+static void add_spec(spec_list *l, int arena, size_t bytes, int first, int last, void *dst) {
+    if (l->n < l->cap) l->v[l->n++] = (buf_spec){arena, {bytes, first, last, 0}, (void **)dst};
+}
+
+/* The backward time span of tensor t's gradient: from its last consumer's backward (the first
+ * to write it) to its producer's, which reads it. A ReLU fused into the batch-norm before it
+ * may leave its backward to that batch-norm's (graph_exec.c: relu_bwd_fused), which then reads
+ * this gradient while it writes its own input's: the span runs through the batch-norm's
+ * backward too, so the two never share memory. */
+static void grad_span(const mpx_graph *g, const gtensor *t, int *first, int *last) {
     const int nn = g->n_nodes;
-    mpx_memory_plan *pl = &g->plan;
-    memset(pl, 0, sizeof *pl);
+    int last_consumer = 0;
+    for (int c = 0; c < t->n_consumers; c++)
+        if (t->consumers[c] > last_consumer) last_consumer = t->consumers[c];
+    int reader = t->producer;
+    const gnode *pr = &g->nodes[reader];
+    if (pr->op == OP_RELU && pr->fused_into >= 0 && g->nodes[pr->fused_into].op == OP_BATCHNORM)
+        reader = pr->fused_into;
+    *last = nn - 1 - reader;
+    *first = nn - 1 - last_consumer;
+}
 
-    /* Values and saved state live for the whole step; an elided value takes no memory. */
-    for (int i = 0; i < g->n_tensors; i++)
-        if (!g->tensors[i].elided)
-            pl->values += align_up((size_t)g->tensors[i].numel * mpx_dtype_size(g->tensors[i].dtype));
-    for (int i = 0; i < nn; i++)
-        for (int a = 0; a < g->nodes[i].n_aux; a++)
-            pl->saved += align_up((size_t)g->nodes[i].aux_numel[a] *
-                                  mpx_dtype_size(g->nodes[i].aux_dtype[a]));
-    for (int i = 0; i < g->n_buffers; i++)
-        pl->saved += align_up((size_t)g->buffers[i].numel * sizeof(float));
-
-    /* Gradients and branch buffers by lifetime, in backward time t = nn - 1 - node index:
-     * written by the first consumer's backward, read by the producer's backward. */
-    mpx_arena_block *gb = calloc((size_t)g->n_tensors + 1, sizeof *gb);
-    mpx_arena_block *bb = calloc((size_t)g->n_tensors * 9 + 1, sizeof *bb);
-    if (!gb || !bb) {
-        free(gb);
-        free(bb);
-        return mpx_fail(MPX_ERR_NOMEM, "out of memory planning the graph");
+/* Gradients (a shared one lives in its root's block, which lives as long as the group; with
+ * keep_grads every one lives through the pass), branch buffers of fan-outs and FP32 shadows. */
+static void grad_specs(mpx_graph *g, spec_list *l) {
+    const int nn = g->n_nodes;
+    int *block = malloc((size_t)g->n_tensors * sizeof *block); /* tensor -> its spec, or -1 */
+    if (!block) {
+        l->cap = 0; /* reported as out of memory by the caller */
+        return;
     }
-    int nbb = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         gtensor *t = &g->tensors[i];
+        block[i] = -1;
         if (!t->requires_grad || t->n_consumers == 0) continue;
-        int last_consumer = 0;
-        for (int c = 0; c < t->n_consumers; c++)
-            if (t->consumers[c] > last_consumer) last_consumer = t->consumers[c];
-        /* A ReLU fused into the batch-norm before it may leave its backward to that batch-norm's
-         * (graph_exec.c: relu_bwd_fused), which then reads this gradient while it writes its own
-         * input's: the block lives through the batch-norm's backward too, so the two never
-         * share memory. */
-        int reader = t->producer;
-        const gnode *pr = &g->nodes[reader];
-        if (pr->op == OP_RELU && pr->fused_into >= 0 && g->nodes[pr->fused_into].op == OP_BATCHNORM)
-            reader = pr->fused_into;
-        int first = nn - 1 - last_consumer, last = nn - 1 - reader;
-        size_t bytes = (size_t)t->numel * mpx_dtype_size(t->grad_dtype);
-        /* A fan-out gradient is only materialised at its producer's backward (the merge). */
-        gb[i] = (mpx_arena_block){bytes, t->n_consumers > 1 ? last : first, last, 0};
-        if (g->keep_grads) {
-            gb[i].first = 0;
-            gb[i].last = nn;
-        }
+        int first, last;
+        grad_span(g, t, &first, &last);
+        block[i] = l->n;
+        /* a fan-out gradient is only materialised at its producer's backward (the merge) */
+        const int gfirst = g->keep_grads ? 0 : t->n_consumers > 1 ? last : first;
+        add_spec(l, AR_GRADS, (size_t)t->numel * mpx_dtype_size(t->grad_dtype), gfirst,
+                 g->keep_grads ? nn : last, &t->grad);
         if (t->n_consumers > 1)
             for (int c = 0; c < t->n_consumers; c++)
-                bb[nbb++] = (mpx_arena_block){(size_t)t->numel * sizeof(float),
-                                              nn - 1 - t->consumers[c], last, 0};
+                add_spec(l, AR_BRANCHES, (size_t)t->numel * sizeof(float), nn - 1 - t->consumers[c],
+                         last, &t->branch[c]);
         if (t->needs_shadow)
-            bb[nbb++] = (mpx_arena_block){(size_t)t->numel * sizeof(float), gb[i].first, last, 0};
+            add_spec(l, AR_BRANCHES, (size_t)t->numel * sizeof(float), gfirst, last, &t->shadow);
     }
-    /* A shared gradient lives in its root's block, which lives as long as the group. */
-    for (int i = 0; i < g->n_tensors; i++) {
+    for (int i = 0; i < g->n_tensors && l->cap; i++) {
         const int r = g->tensors[i].grad_root;
-        if (r == i || !gb[i].size) continue;
-        if (gb[i].first < gb[r].first) gb[r].first = gb[i].first;
-        if (gb[i].last > gb[r].last) gb[r].last = gb[i].last;
-        gb[i].size = 0;
+        if (r == i || block[i] < 0 || block[r] < 0) continue;
+        buf_spec *own = &l->v[block[i]], *root = &l->v[block[r]];
+        if (own->b.first < root->b.first) root->b.first = own->b.first;
+        if (own->b.last > root->b.last) root->b.last = own->b.last;
+        own->b.size = 0;
+        own->dst = NULL; /* its address is the root's (plan_addresses) */
     }
-    pl->grads = mpx_arena_plan(gb, g->n_tensors, ALIGN);
-    pl->branches = mpx_arena_plan(bb, nbb, ALIGN);
+    free(block);
+}
 
+/* Every buffer of the step, in the order the whole-step arenas are packed. */
+static mpx_status collect_specs(mpx_graph *g, spec_list *l) {
+    int n = g->n_buffers + 3 * g->n_params; /* a value, a gradient, branches and a shadow each */
+    for (int i = 0; i < g->n_tensors; i++) n += 3 + g->tensors[i].n_consumers;
+    for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].n_aux;
+    l->v = calloc((size_t)n + 1, sizeof *l->v);
+    l->n = 0;
+    l->cap = l->v ? n + 1 : 0;
+    for (int i = 0; i < g->n_tensors && l->cap; i++) { /* an elided value takes no memory */
+        gtensor *t = &g->tensors[i];
+        t->value = NULL;
+        if (!t->elided)
+            add_spec(l, AR_VALUES, (size_t)t->numel * mpx_dtype_size(t->dtype), 0, 0, &t->value);
+    }
+    for (int i = 0; i < g->n_nodes && l->cap; i++)
+        for (int a = 0; a < g->nodes[i].n_aux; a++)
+            add_spec(l, AR_SAVED,
+                     (size_t)g->nodes[i].aux_numel[a] * mpx_dtype_size(g->nodes[i].aux_dtype[a]), 0,
+                     0, &g->nodes[i].aux[a]);
+    for (int i = 0; i < g->n_buffers && l->cap; i++)
+        add_spec(l, AR_SAVED, (size_t)g->buffers[i].numel * sizeof(float), 0, 0,
+                 &g->buffers[i].data);
+    if (l->cap) grad_specs(g, l);
+    for (int i = 0; i < g->n_params && l->cap; i++) { /* master, grad, and a low-precision copy */
+        mpx_param *q = &g->params[i];
+        add_spec(l, AR_PARAMS, (size_t)q->numel * sizeof(float), 0, 0, &q->master);
+        add_spec(l, AR_PARAMS, (size_t)q->numel * sizeof(float), 0, 0, &q->grad);
+        q->work = NULL;
+        if (q->work_dtype != MPX_F32)
+            add_spec(l, AR_PARAMS, (size_t)q->numel * mpx_dtype_size(q->work_dtype), 0, 0,
+                     &q->work);
+    }
+    if (!l->cap || l->n >= l->cap) {
+        free(l->v);
+        l->v = NULL;
+        return mpx_fail(MPX_ERR_NOMEM, "out of memory planning the graph");
+    }
+    return MPX_OK;
+}
+
+/* Offsets: packed in list order in the whole-step arenas, by lifetime in the others (the
+ * specs of one arena gathered, planned, and written back). Returns each arena's bytes. */
+static mpx_status plan_offsets(spec_list *l, size_t bytes[AR_COUNT]) {
+    mpx_arena_block *blocks = calloc((size_t)l->n + 1, sizeof *blocks);
+    if (!blocks) return mpx_fail(MPX_ERR_NOMEM, "out of memory planning the graph");
+    for (int a = 0; a < AR_COUNT; a++) {
+        const int shared = a == AR_GRADS || a == AR_BRANCHES;
+        int k = 0;
+        bytes[a] = 0;
+        for (int i = 0; i < l->n; i++) {
+            if (l->v[i].arena != a) continue;
+            if (!shared) {
+                l->v[i].b.offset = bytes[a];
+                bytes[a] += align_up(l->v[i].b.size);
+            }
+            blocks[k++] = l->v[i].b;
+        }
+        if (!shared) continue;
+        bytes[a] = mpx_arena_plan(blocks, k, ALIGN);
+        k = 0;
+        for (int i = 0; i < l->n; i++)
+            if (l->v[i].arena == a) l->v[i].b.offset = blocks[k++].offset;
+    }
+    free(blocks);
+    return MPX_OK;
+}
+
+/* Every spec's address; a shared gradient takes its root's, an FP32 parameter's working copy is
+ * its master. */
+static void plan_addresses(mpx_graph *g, const spec_list *l, void *const base[AR_COUNT]) {
+    for (int i = 0; i < l->n; i++)
+        if (l->v[i].dst) *l->v[i].dst = (char *)base[l->v[i].arena] + l->v[i].b.offset;
+    for (int i = 0; i < g->n_tensors; i++) {
+        gtensor *t = &g->tensors[i];
+        if (t->grad_root != i && g->tensors[t->grad_root].grad)
+            t->grad = g->tensors[t->grad_root].grad;
+    }
+    for (int i = 0; i < g->n_params; i++)
+        if (g->params[i].work_dtype == MPX_F32) g->params[i].work = g->params[i].master;
+}
+
+static mpx_status plan_and_allocate(mpx_graph *g) {
+    mpx_memory_plan *pl = &g->plan;
+    memset(pl, 0, sizeof *pl);
+    spec_list l;
+    MPX_TRY(collect_specs(g, &l));
+    size_t bytes[AR_COUNT];
+    mpx_status st = plan_offsets(&l, bytes);
+    pl->values = bytes[AR_VALUES];
+    pl->saved = bytes[AR_SAVED];
+    pl->grads = bytes[AR_GRADS];
+    pl->branches = bytes[AR_BRANCHES];
+    pl->params = bytes[AR_PARAMS];
     int64_t scratch = 0;
-    for (int i = 0; i < nn; i++) {
+    for (int i = 0; i < g->n_nodes; i++) {
         int64_t s = node_scratch(g, &g->nodes[i]);
         if (s > scratch) scratch = s;
     }
     g->scratch_floats = (size_t)scratch;
     pl->scratch = align_up(g->scratch_floats * sizeof(float));
-
-    for (int i = 0; i < g->n_params; i++) {
-        const mpx_param *p = &g->params[i];
-        pl->params += 2 * align_up((size_t)p->numel * sizeof(float)); /* master + grad */
-        if (p->work_dtype != MPX_F32)
-            pl->params += align_up((size_t)p->numel * mpx_dtype_size(p->work_dtype));
-    }
     pl->total = pl->values + pl->grads + pl->branches + pl->scratch + pl->params + pl->saved;
 
-    mpx_status st = alloc_arena(g, &g->arena_values, pl->values, "activations");
+    if (st == MPX_OK) st = alloc_arena(g, &g->arena_values, pl->values, "activations");
     if (st == MPX_OK) st = alloc_arena(g, &g->arena_grads, pl->grads, "gradients");
     if (st == MPX_OK) st = alloc_arena(g, &g->arena_branches, pl->branches, "branch gradients");
     if (st == MPX_OK) st = alloc_arena(g, (void **)&g->scratch, pl->scratch, "scratch");
     if (st == MPX_OK) st = alloc_arena(g, &g->arena_params, pl->params, "parameters");
     if (st == MPX_OK) st = alloc_arena(g, &g->arena_saved, pl->saved, "saved state");
-    if (st != MPX_OK) {
-        free(gb);
-        free(bb);
-        return st;
+    if (st == MPX_OK) {
+        void *const base[AR_COUNT] = {g->arena_values, g->arena_saved, g->arena_grads,
+                                      g->arena_branches, g->arena_params};
+        plan_addresses(g, &l, base);
     }
-
-    char *v = g->arena_values;
-    for (int i = 0; i < g->n_tensors; i++) {
-        gtensor *t = &g->tensors[i];
-        t->value = NULL;
-        if (!t->elided) {
-            t->value = v;
-            v += align_up((size_t)t->numel * mpx_dtype_size(t->dtype));
-        }
-        if (gb[t->grad_root].size) t->grad = (char *)g->arena_grads + gb[t->grad_root].offset;
-    }
-    nbb = 0;
-    for (int i = 0; i < g->n_tensors; i++) {
-        gtensor *t = &g->tensors[i];
-        if (!t->requires_grad || t->n_consumers == 0) continue;
-        if (t->n_consumers > 1)
-            for (int c = 0; c < t->n_consumers; c++)
-                t->branch[c] = (float *)((char *)g->arena_branches + bb[nbb++].offset);
-        if (t->needs_shadow) t->shadow = (float *)((char *)g->arena_branches + bb[nbb++].offset);
-    }
-    free(gb);
-    free(bb);
-
-    char *s = g->arena_saved;
-    for (int i = 0; i < nn; i++)
-        for (int a = 0; a < g->nodes[i].n_aux; a++) {
-            g->nodes[i].aux[a] = s;
-            s += align_up((size_t)g->nodes[i].aux_numel[a] * mpx_dtype_size(g->nodes[i].aux_dtype[a]));
-        }
-    for (int i = 0; i < g->n_buffers; i++) {
-        g->buffers[i].data = (float *)s;
-        s += align_up((size_t)g->buffers[i].numel * sizeof(float));
-    }
-    char *p = g->arena_params;
-    for (int i = 0; i < g->n_params; i++) {
-        mpx_param *q = &g->params[i];
-        q->master = (float *)p;
-        p += align_up((size_t)q->numel * sizeof(float));
-        q->grad = (float *)p;
-        p += align_up((size_t)q->numel * sizeof(float));
-        if (q->work_dtype != MPX_F32) {
-            q->work = p;
-            p += align_up((size_t)q->numel * mpx_dtype_size(q->work_dtype));
-        } else {
-            q->work = q->master;
-        }
-    }
-    return MPX_OK;
+    free(l.v);
+    return st;
 }
 
 /* Register layer l as an observer of tensor t's gradient counts (at most four per tensor). */

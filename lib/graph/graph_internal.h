@@ -200,26 +200,28 @@ struct mpx_graph {
 /* Builder helpers (graph_build.c). */
 int graph_fail(mpx_graph *g, mpx_status st);
 
-/* Per-op execution (graph_ops.c): forward and backward of one node. The executor hands the
- * backward the FP32 view of the incoming gradient (NULL for the loss, which seeds it), the one
- * a conv/linear computes its input gradient from (dy_data: dy multiplied by the layer's factor
- * in storage, as the 2019 code does; NULL: dy itself) and the view of the node's first
- * parameter (NULL when it has none). */
+/* Per-op execution through the op table (graph_ops.c, graph_optab.c): forward and backward of
+ * one node. The executor hands the backward the FP32 view of the incoming gradient (NULL for
+ * the loss, which seeds it), the one a conv/linear computes its input gradient from (dy_data:
+ * dy multiplied by the layer's factor in storage, as the 2019 code does; NULL: dy itself) and
+ * the view of the node's first parameter (NULL when it has none). */
 mpx_status node_forward(mpx_graph *g, gnode *n, int training);
 mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *dy_data,
                          const mpx_tensor *w0);
-/* 1 for ReLU, add and max-pool: their backward only moves values of dy. */
+/* Statistics steps: run such an op's backward again on the FP32 shadow of its output
+ * gradient, handing each input's result to commit_shadow. */
+mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy_shadow);
+double node_flops(const mpx_graph *g, const gnode *n, int training);
+/* Facts of an op kind, from the op table. */
+const char *op_name(op_kind op);
+/* 1 when its backward only moves values of dy (ReLU, add, max-pool, permute, reshape,
+ * concat): on statistics steps it runs again on FP32 shadows. */
 int op_moves_values(op_kind op);
 /* 1 for conv2d, linear, linear_t and bmm: the GEMM family. */
 int op_is_gemm_family(op_kind op);
 /* 1 when the backend can apply a factor to the op's input gradient itself (backend.h:
  * conv2d_backward_data_scaled and its linear siblings). */
 int op_scales_input_grad(const mpx_backend *be, op_kind op);
-/* Statistics steps: run such an op's backward again on the FP32 shadow of its output
- * gradient, handing each input's result to commit_shadow. */
-mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy_shadow);
-double node_flops(const mpx_graph *g, const gnode *n, int training);
-const char *op_name(op_kind op);
 
 /* Execution views (graph_views.c): the only place that knows about storage formats. */
 /* Stochastic-rounding streams: unique per (step, tensor or parameter, kind of cast). */

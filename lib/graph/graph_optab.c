@@ -1,24 +1,49 @@
-/* graph_optab.c — facts about each op kind that the views, the executor and the planner ask:
- * its name, whether its backward only moves values, whether the backend scales its input
- * gradient itself. Kept apart from the ops' execution (graph_ops.c), which the views serve. */
-#include "graph_internal.h"
+/* graph_optab.c — the op table: for every op kind its name, the node glue of its forward,
+ * backward and shadow backward, its FLOPs and its family (graph_ops.h), and the facts the
+ * views, the executor and the planner ask of a kind. */
+#include "graph_ops.h"
+
+static const op_row g_ops[OP_COUNT] = {
+    [OP_INPUT] = {"input", NULL, NULL, NULL, NULL, 0},
+    [OP_CONV2D] = {"conv2d", fwd_conv2d, bwd_conv2d, NULL, flops_conv_linear, 1},
+    [OP_LINEAR] = {"linear", fwd_linear, bwd_linear, NULL, flops_conv_linear, 1},
+    [OP_LINEAR_T] = {"linear", fwd_linear_t, bwd_linear_t, NULL, flops_linear_t, 1},
+    [OP_BMM] = {"bmm", fwd_bmm, bwd_bmm, NULL, flops_bmm, 1},
+    [OP_BATCHNORM] = {"batchnorm", fwd_batchnorm, bwd_batchnorm, NULL, flops_norm, 0},
+    [OP_LAYERNORM] = {"layernorm", fwd_layernorm, bwd_layernorm, NULL, flops_norm, 0},
+    [OP_RELU] = {"relu", fwd_relu, bwd_relu, shadow_relu, flops_pointwise, 0},
+    [OP_ADD] = {"add", fwd_add, bwd_add, shadow_copy, flops_pointwise, 0},
+    [OP_GELU] = {"gelu", fwd_gelu, bwd_gelu, NULL, flops_pointwise, 0},
+    [OP_DROPOUT] = {"dropout", fwd_dropout, bwd_dropout, NULL, flops_pointwise, 0},
+    [OP_SOFTMAX] = {"softmax", fwd_softmax, bwd_softmax, NULL, flops_pointwise, 0},
+    [OP_MAXPOOL2D] = {"maxpool2d", fwd_maxpool2d, bwd_maxpool2d, shadow_maxpool2d, flops_pointwise,
+                      0},
+    [OP_AVGPOOL_GLOBAL] = {"avgpool", fwd_avgpool, bwd_avgpool, NULL, flops_pointwise, 0},
+    [OP_EMBEDDING] = {"embedding", fwd_embedding, bwd_embedding, NULL, flops_pointwise, 0},
+    [OP_PERMUTE] = {"permute", fwd_permute, bwd_permute, shadow_permute, NULL, 0},
+    [OP_RESHAPE] = {"reshape", fwd_reshape, bwd_reshape, shadow_copy, NULL, 0},
+    [OP_CONCAT] = {"concat", fwd_concat, bwd_concat, shadow_concat, NULL, 0},
+    [OP_SOFTMAX_CE] = {"softmax_ce", fwd_softmax_ce, bwd_softmax_ce, NULL, flops_softmax_ce, 0},
+    [OP_MULTIBOX] = {"multibox", fwd_multibox, bwd_multibox, NULL, NULL, 0},
+};
+
+const op_row *op_row_of(op_kind op) {
+    return (unsigned)op < OP_COUNT && g_ops[op].name ? &g_ops[op] : NULL;
+}
 
 const char *op_name(op_kind op) {
-    static const char *const names[OP_COUNT] = {
-        [OP_INPUT] = "input",         [OP_CONV2D] = "conv2d",     [OP_BATCHNORM] = "batchnorm",
-        [OP_RELU] = "relu",           [OP_MAXPOOL2D] = "maxpool2d",
-        [OP_AVGPOOL_GLOBAL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add",
-        [OP_SOFTMAX_CE] = "softmax_ce", [OP_EMBEDDING] = "embedding", [OP_LAYERNORM] = "layernorm",
-        [OP_GELU] = "gelu",           [OP_BMM] = "bmm",           [OP_SOFTMAX] = "softmax",
-        [OP_DROPOUT] = "dropout",     [OP_PERMUTE] = "permute",   [OP_RESHAPE] = "reshape",
-        [OP_LINEAR_T] = "linear",     [OP_CONCAT] = "concat",     [OP_MULTIBOX] = "multibox",
-    };
-    return (unsigned)op < OP_COUNT ? names[op] : "?";
+    const op_row *r = op_row_of(op);
+    return r ? r->name : "?";
 }
 
 int op_moves_values(op_kind op) {
-    return op == OP_RELU || op == OP_ADD || op == OP_MAXPOOL2D || op == OP_PERMUTE ||
-           op == OP_RESHAPE || op == OP_CONCAT;
+    const op_row *r = op_row_of(op);
+    return r && r->shadow;
+}
+
+int op_is_gemm_family(op_kind op) {
+    const op_row *r = op_row_of(op);
+    return r && r->gemm_family;
 }
 
 int op_scales_input_grad(const mpx_backend *be, op_kind op) {
@@ -28,8 +53,4 @@ int op_scales_input_grad(const mpx_backend *be, op_kind op) {
     case OP_LINEAR_T: return be->linear_t_backward_data_scaled != NULL;
     default: return 0;
     }
-}
-
-int op_is_gemm_family(op_kind op) {
-    return op == OP_CONV2D || op == OP_LINEAR || op == OP_LINEAR_T || op == OP_BMM;
 }
