@@ -129,7 +129,7 @@ static double sgemm_rate(mpx_gemm_impl impl, int m, int n, int k) {
 static mpx_status one_step(variant *v, double *seconds, double *scaling_seconds) {
     const int64_t waits0 = mpx_graph_host_waits(v->g), redos0 = mpx_graph_merge_redos(v->g);
     const mpx_backend *be = mpx_graph_backend(v->g);
-    const double skipped0 = be->skipped_flops ? be->skipped_flops() : 0;
+    const double skipped0 = be->skipped_flops ? be->skipped_flops(be) : 0;
     double w0 = mpx_graph_scaling_seconds(v->g), t0 = mpx_now();
     mpx_graph_set_step(v->g, v->step);
     MPX_TRY(mpx_graph_forward(v->g, 1));
@@ -144,7 +144,7 @@ static mpx_status one_step(variant *v, double *seconds, double *scaling_seconds)
     }
     *seconds = mpx_now() - t0;
     *scaling_seconds = mpx_graph_scaling_seconds(v->g) - w0;
-    if (be->skipped_flops) v->skipped += be->skipped_flops() - skipped0;
+    if (be->skipped_flops) v->skipped += be->skipped_flops(be) - skipped0;
     v->waits += mpx_graph_host_waits(v->g) - waits0;
     v->redos += mpx_graph_merge_redos(v->g) - redos0;
     /* adaptive "cached" variants never reach an update step after their first */
@@ -288,8 +288,8 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         res->peak_rss = mpx_peak_rss();
         const mpx_backend *be = mpx_graph_backend(v[0].g);
         res->has_scratch_peak = be->scratch_peak != NULL;
-        res->scratch_peak = be->scratch_peak ? be->scratch_peak() : 0;
-        res->conv16_fallbacks = be->conv16_fallbacks ? be->conv16_fallbacks() : -1;
+        res->scratch_peak = be->scratch_peak ? be->scratch_peak(be) : 0;
+        res->conv16_fallbacks = be->conv16_fallbacks ? be->conv16_fallbacks(be) : -1;
         res->n = 0;
         for (int i = 0; i < nv; i++) {
             mpx_bench_row *row = &res->rows[res->n++];

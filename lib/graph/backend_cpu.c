@@ -1,7 +1,9 @@
 /* backend_cpu.c — the CPU backend: host memory, the numerics of lib/numerics, the ops of lib/ops.
  *
- * The CPU operators compute in FP32 only; FP16/BF16 storage is emulated by the executor
- * (decode to FP32 scratch, round on write), so `native` accepts F32 alone.
+ * The operators compute in FP32; FP16/BF16 storage is emulated by the executor (decode to FP32
+ * scratch, round on write), so `native` accepts F32 alone — except that the GEMM family takes
+ * BF16 storage itself where oneDNN multiplies it natively here (gemm_direct_io). The CPU
+ * backend has no state of its own: its entries ignore the backend they are handed.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -16,16 +18,29 @@
  * the count matters, and the executor calls the backend from one thread. */
 static _Atomic int64_t g_waits;
 static void count_wait(void) { atomic_fetch_add_explicit(&g_waits, 1, memory_order_relaxed); }
-static int64_t cpu_host_waits(void) { return atomic_load_explicit(&g_waits, memory_order_relaxed); }
+static int64_t cpu_host_waits(const mpx_backend *be) {
+    (void)be;
+    return atomic_load_explicit(&g_waits, memory_order_relaxed);
+}
 /* Every CPU entry reports its failure directly or cannot fail. */
-static mpx_status cpu_last_error(void) { return MPX_OK; }
+static mpx_status cpu_last_error(const mpx_backend *be) {
+    (void)be;
+    return MPX_OK;
+}
 
 /* The CPU backend runs synchronously: nothing to wait for, but a device would. */
-static void cpu_sync(void) { count_wait(); }
+static void cpu_sync(const mpx_backend *be) {
+    (void)be;
+    count_wait();
+}
 
-static int cpu_native(mpx_dtype t) { return t == MPX_F32 || t == MPX_I32; }
+static int cpu_native(const mpx_backend *be, mpx_dtype t) {
+    (void)be;
+    return t == MPX_F32 || t == MPX_I32;
+}
 
-static void *cpu_alloc(size_t bytes) {
+static void *cpu_alloc(const mpx_backend *be, size_t bytes) {
+    (void)be;
     /* 64-byte alignment for AVX-512 loads; zeroed like the contract says. */
     size_t rounded = (bytes + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, rounded ? rounded : 64);
@@ -33,40 +48,63 @@ static void *cpu_alloc(size_t bytes) {
     return p;
 }
 
-static void cpu_free(void *p) { free(p); }
-static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
-static void cpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
-static void cpu_download(void *host, const void *src, size_t bytes) {
+static void cpu_free(const mpx_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+static void cpu_zero(const mpx_backend *be, void *p, size_t bytes) {
+    (void)be;
+    memset(p, 0, bytes);
+}
+static void cpu_copy(const mpx_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    memmove(dst, src, bytes);
+}
+static void cpu_download(const mpx_backend *be, void *host, const void *src, size_t bytes) {
+    (void)be;
     count_wait();
     memmove(host, src, bytes);
 }
-static void cpu_moments(const float *x, size_t n, mpx_moments *out) {
+static void cpu_moments(const mpx_backend *be, const float *x, size_t n, mpx_moments *out) {
+    (void)be;
     count_wait();
     mpx_moments_f32(x, n, out);
 }
-static void cpu_moments_to(const float *x, size_t n, mpx_moments *out) {
+static void cpu_moments_to(const mpx_backend *be, const float *x, size_t n, mpx_moments *out) {
+    (void)be;
     mpx_moments_f32(x, n, out);
 }
-static float cpu_abs_quantile(const float *x, size_t n, double q, float scale) {
+static float cpu_abs_quantile(const mpx_backend *be, const float *x, size_t n, double q,
+                              float scale) {
+    (void)be;
     count_wait();
     return mpx_abs_quantile_ceil_pow2(x, n, q, scale);
 }
-static float cpu_absmax(const float *x, size_t n) {
+static float cpu_absmax(const mpx_backend *be, const float *x, size_t n) {
+    (void)be;
     count_wait();
     return mpx_absmax_f32(x, n);
 }
-static void cpu_accumulate_absmax(float *acc, const float *x, size_t n, float scale,
-                                  float *acc_absmax, float *x_absmax) {
+static void cpu_accumulate_absmax(const mpx_backend *be, float *acc, const float *x, size_t n,
+                                  float scale, float *acc_absmax, float *x_absmax) {
+    (void)be;
     mpx_accumulate_absmax_f32(acc, x, n, scale, acc_absmax, x_absmax);
 }
-static void cpu_absmax_to(const float *x, size_t n, float *out) { *out = mpx_absmax_f32(x, n); }
-static void cpu_merge_check(const float *absmax, int k, const double *pending, const double *S,
-                            double target, double u_max, uint32_t *misses) {
+static void cpu_absmax_to(const mpx_backend *be, const float *x, size_t n, float *out) {
+    (void)be;
+    *out = mpx_absmax_f32(x, n);
+}
+static void cpu_merge_check(const mpx_backend *be, const float *absmax, int k,
+                            const double *pending, const double *S, double target, double u_max,
+                            uint32_t *misses) {
+    (void)be;
     *misses += !mpx_als_merge_keeps(absmax, k, pending, S, target, u_max);
 }
 
-static void cpu_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
-                                   int round_to_storage, float *acc, uint64_t *nonfinite) {
+static void cpu_unscale_accumulate(const mpx_backend *be, mpx_dtype g_dtype, const void *g,
+                                   size_t n, double inv_scale, int round_to_storage, float *acc,
+                                   uint64_t *nonfinite) {
+    (void)be;
     /* Blocks of decoded values keep this a single pass over g without a full FP32 copy. */
     enum { BLOCK = 4096 };
     const size_t esize = mpx_dtype_size(g_dtype);
@@ -88,7 +126,8 @@ static void cpu_unscale_accumulate(mpx_dtype g_dtype, const void *g, size_t n, d
     *nonfinite += (uint64_t)bad;
 }
 
-static void cpu_sumsq(const float *x, size_t n, double *out) {
+static void cpu_sumsq(const mpx_backend *be, const float *x, size_t n, double *out) {
+    (void)be;
     /* Fixed blocks reduced in order: the same result whatever the thread count. */
     enum { BLOCK = 4096 };
     size_t nb = (n + BLOCK - 1) / BLOCK;
@@ -103,7 +142,9 @@ static void cpu_sumsq(const float *x, size_t n, double *out) {
 }
 
 /* SGD (PyTorch semantics): g' = clip g + wd w; v = m v + g'; w -= lr (nesterov ? g' + m v : v). */
-static void cpu_sgd_update(float *w, const float *g, float *v, size_t n, const mpx_sgd_step *s) {
+static void cpu_sgd_update(const mpx_backend *be, float *w, const float *g, float *v, size_t n,
+                           const mpx_sgd_step *s) {
+    (void)be;
     const float lr = s->lr, mom = s->momentum, wd = s->wd, clip = s->clip;
     const int nest = s->nesterov;
     float *delta = s->delta;
@@ -128,8 +169,9 @@ static inline float adam_direction(float w, float g, float *m, float *v, const m
 }
 
 /* AdamW (decoupled weight decay, bias-corrected moments). */
-static void cpu_adamw_update(float *w, const float *g, float *m, float *v, size_t n,
-                             const mpx_adamw_step *s) {
+static void cpu_adamw_update(const mpx_backend *be, float *w, const float *g, float *m, float *v,
+                             size_t n, const mpx_adamw_step *s) {
+    (void)be;
     float *delta = s->delta;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t k = 0; k < n; k++) {
@@ -139,13 +181,16 @@ static void cpu_adamw_update(float *w, const float *g, float *m, float *v, size_
     }
 }
 
-static void cpu_lamb_direction(const float *w, float *g, float *m, float *v, size_t n,
-                               const mpx_adamw_step *s) {
+static void cpu_lamb_direction(const mpx_backend *be, const float *w, float *g, float *m, float *v,
+                               size_t n, const mpx_adamw_step *s) {
+    (void)be;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t k = 0; k < n; k++) g[k] = adam_direction(w[k], g[k], &m[k], &v[k], s);
 }
 
-static void cpu_scaled_sub(float *w, const float *u, size_t n, float a, float *delta) {
+static void cpu_scaled_sub(const mpx_backend *be, float *w, const float *u, size_t n, float a,
+                           float *delta) {
+    (void)be;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t k = 0; k < n; k++) {
         const float d = a * u[k];
@@ -156,7 +201,296 @@ static void cpu_scaled_sub(float *w, const float *u, size_t n, float a, float *d
 
 /* The GEMM family multiplies 16-bit storage natively where oneDNN can on this CPU (BF16 with
  * AVX512_BF16 or AMX; F16 where oneDNN has it): ops.h, mpx_gemm_lowp_native. */
-static int cpu_gemm_direct_io(mpx_dtype t) { return mpx_gemm_lowp_native(t); }
+static int cpu_gemm_direct_io(const mpx_backend *be, mpx_dtype t) {
+    (void)be;
+    return mpx_gemm_lowp_native(t);
+}
+
+/* ---- the table's entries that are library functions, with the backend they belong to (the CPU
+ * backend has no state of its own) ---- */
+
+static void cpu_cast(const mpx_backend *be, const mpx_cast_spec *spec, const float *src, void *dst,
+                     size_t n) {
+    (void)be;
+    mpx_cast(spec, src, dst, n);
+}
+
+static void cpu_decode(const mpx_backend *be, mpx_dtype src_dtype, const void *src, float *dst,
+                       size_t n) {
+    (void)be;
+    mpx_decode(src_dtype, src, dst, n);
+}
+
+static void cpu_accumulate(const mpx_backend *be, float *acc, const float *x, size_t n,
+                           float scale) {
+    (void)be;
+    mpx_accumulate_f32(acc, x, n, scale);
+}
+
+static mpx_status cpu_conv2d_forward(const mpx_backend *be, const mpx_conv2d_attr *a,
+                                     const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
+                                     mpx_tensor *y) {
+    (void)be;
+    return mpx_conv2d_forward_cpu(a, x, w, b, y);
+}
+
+static mpx_status cpu_conv2d_backward_data(const mpx_backend *be, const mpx_conv2d_attr *a,
+                                           const mpx_tensor *dy, const mpx_tensor *w,
+                                           mpx_tensor *dx) {
+    (void)be;
+    return mpx_conv2d_backward_data_cpu(a, dy, w, dx);
+}
+
+static mpx_status cpu_conv2d_backward_weights(const mpx_backend *be, const mpx_conv2d_attr *a,
+                                              const mpx_tensor *dy, const mpx_tensor *x,
+                                              mpx_tensor *dw, mpx_tensor *db) {
+    (void)be;
+    return mpx_conv2d_backward_weights_cpu(a, dy, x, dw, db);
+}
+
+static mpx_status cpu_batchnorm_forward(const mpx_backend *be, const mpx_batchnorm_attr *a,
+                                        const mpx_tensor *x, const mpx_tensor *gamma,
+                                        const mpx_tensor *beta, mpx_tensor *running_mean,
+                                        mpx_tensor *running_var, mpx_tensor *save_mean,
+                                        mpx_tensor *save_invstd, mpx_tensor *y) {
+    (void)be;
+    return mpx_batchnorm_forward_cpu(a, x, gamma, beta, running_mean, running_var, save_mean,
+                                     save_invstd, y);
+}
+
+static mpx_status cpu_batchnorm_backward(const mpx_backend *be, const mpx_batchnorm_attr *a,
+                                         const mpx_tensor *dy, const mpx_tensor *x,
+                                         const mpx_tensor *gamma, const mpx_tensor *beta,
+                                         const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
+                                         mpx_tensor *dx, mpx_tensor *dgamma, mpx_tensor *dbeta) {
+    (void)be;
+    return mpx_batchnorm_backward_cpu(a, dy, x, gamma, beta, save_mean, save_invstd, dx, dgamma,
+                                      dbeta);
+}
+
+static mpx_status cpu_relu_forward(const mpx_backend *be, const mpx_tensor *x, mpx_tensor *y) {
+    (void)be;
+    return mpx_relu_forward_cpu(x, y);
+}
+
+static mpx_status cpu_relu_backward(const mpx_backend *be, const mpx_tensor *dy,
+                                    const mpx_tensor *y, mpx_tensor *dx) {
+    (void)be;
+    return mpx_relu_backward_cpu(dy, y, dx);
+}
+
+static mpx_status cpu_maxpool2d_forward(const mpx_backend *be, const mpx_pool2d_attr *a,
+                                        const mpx_tensor *x, mpx_tensor *y) {
+    (void)be;
+    return mpx_maxpool2d_forward_cpu(a, x, y);
+}
+
+static mpx_status cpu_maxpool2d_backward(const mpx_backend *be, const mpx_pool2d_attr *a,
+                                         const mpx_tensor *dy, const mpx_tensor *x,
+                                         const mpx_tensor *y, mpx_tensor *dx) {
+    (void)be;
+    return mpx_maxpool2d_backward_cpu(a, dy, x, y, dx);
+}
+
+static mpx_status cpu_avgpool_global_forward(const mpx_backend *be, const mpx_tensor *x,
+                                             mpx_tensor *y) {
+    (void)be;
+    return mpx_avgpool_global_forward_cpu(x, y);
+}
+
+static mpx_status cpu_avgpool_global_backward(const mpx_backend *be, const mpx_tensor *dy,
+                                              mpx_tensor *dx) {
+    (void)be;
+    return mpx_avgpool_global_backward_cpu(dy, dx);
+}
+
+static mpx_status cpu_linear_forward(const mpx_backend *be, const mpx_tensor *x,
+                                     const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y) {
+    (void)be;
+    return mpx_linear_forward_cpu(x, w, b, y);
+}
+
+static mpx_status cpu_linear_backward_data(const mpx_backend *be, const mpx_tensor *dy,
+                                           const mpx_tensor *w, mpx_tensor *dx) {
+    (void)be;
+    return mpx_linear_backward_data_cpu(dy, w, dx);
+}
+
+static mpx_status cpu_linear_backward_weights(const mpx_backend *be, const mpx_tensor *dy,
+                                              const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db) {
+    (void)be;
+    return mpx_linear_backward_weights_cpu(dy, x, dw, db);
+}
+
+static mpx_status cpu_add_forward(const mpx_backend *be, const mpx_tensor *a, const mpx_tensor *b,
+                                  mpx_tensor *y) {
+    (void)be;
+    return mpx_add_forward_cpu(a, b, y);
+}
+
+static mpx_status cpu_add_relu_forward(const mpx_backend *be, const mpx_tensor *a,
+                                       const mpx_tensor *b, mpx_tensor *y) {
+    (void)be;
+    return mpx_add_relu_forward_cpu(a, b, y);
+}
+
+static mpx_status cpu_softmax_ce_forward(const mpx_backend *be, const mpx_tensor *logits,
+                                         const mpx_tensor *labels, mpx_tensor *loss,
+                                         mpx_tensor *probs) {
+    (void)be;
+    return mpx_softmax_ce_forward_cpu(logits, labels, loss, probs);
+}
+
+static mpx_status cpu_softmax_ce_backward(const mpx_backend *be, const mpx_tensor *probs,
+                                          const mpx_tensor *labels, mpx_tensor *dlogits) {
+    (void)be;
+    return mpx_softmax_ce_backward_cpu(probs, labels, dlogits);
+}
+
+static mpx_status cpu_linear_t_forward(const mpx_backend *be, const mpx_tensor *x,
+                                       const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y) {
+    (void)be;
+    return mpx_linear_t_forward_cpu(x, w, b, y);
+}
+
+static mpx_status cpu_linear_t_backward_data(const mpx_backend *be, const mpx_tensor *dy,
+                                             const mpx_tensor *w, mpx_tensor *dx) {
+    (void)be;
+    return mpx_linear_t_backward_data_cpu(dy, w, dx);
+}
+
+static mpx_status cpu_linear_t_backward_weights(const mpx_backend *be, const mpx_tensor *dy,
+                                                const mpx_tensor *x, mpx_tensor *dw,
+                                                mpx_tensor *db) {
+    (void)be;
+    return mpx_linear_t_backward_weights_cpu(dy, x, dw, db);
+}
+
+static mpx_status cpu_linear_forward_rows(const mpx_backend *be, const mpx_tensor *x,
+                                          const mpx_tensor *w, const mpx_tensor *b,
+                                          const mpx_tensor *mask, mpx_tensor *y) {
+    (void)be;
+    return mpx_linear_forward_rows_cpu(x, w, b, mask, y);
+}
+
+static mpx_status cpu_linear_t_forward_rows(const mpx_backend *be, const mpx_tensor *x,
+                                            const mpx_tensor *w, const mpx_tensor *b,
+                                            const mpx_tensor *mask, mpx_tensor *y) {
+    (void)be;
+    return mpx_linear_t_forward_rows_cpu(x, w, b, mask, y);
+}
+
+static double cpu_skipped_flops(const mpx_backend *be) {
+    (void)be;
+    return mpx_linear_skipped_flops();
+}
+
+static mpx_status cpu_layernorm_forward(const mpx_backend *be, float eps, const mpx_tensor *x,
+                                        const mpx_tensor *gamma, const mpx_tensor *beta,
+                                        mpx_tensor *save_mean, mpx_tensor *save_invstd,
+                                        mpx_tensor *y) {
+    (void)be;
+    return mpx_layernorm_forward_cpu(eps, x, gamma, beta, save_mean, save_invstd, y);
+}
+
+static mpx_status cpu_layernorm_backward(const mpx_backend *be, const mpx_tensor *dy,
+                                         const mpx_tensor *x, const mpx_tensor *gamma,
+                                         const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
+                                         mpx_tensor *dx, mpx_tensor *dgamma, mpx_tensor *dbeta) {
+    (void)be;
+    return mpx_layernorm_backward_cpu(dy, x, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+}
+
+static mpx_status cpu_gelu_forward(const mpx_backend *be, const mpx_tensor *x, mpx_tensor *y) {
+    (void)be;
+    return mpx_gelu_forward_cpu(x, y);
+}
+
+static mpx_status cpu_gelu_backward(const mpx_backend *be, const mpx_tensor *dy,
+                                    const mpx_tensor *x, mpx_tensor *dx) {
+    (void)be;
+    return mpx_gelu_backward_cpu(dy, x, dx);
+}
+
+static mpx_status cpu_embedding_forward(const mpx_backend *be, const mpx_tensor *ids,
+                                        const mpx_tensor *table, mpx_tensor *y) {
+    (void)be;
+    return mpx_embedding_forward_cpu(ids, table, y);
+}
+
+static mpx_status cpu_embedding_backward(const mpx_backend *be, const mpx_tensor *dy,
+                                         const mpx_tensor *ids, mpx_tensor *dtable) {
+    (void)be;
+    return mpx_embedding_backward_cpu(dy, ids, dtable);
+}
+
+static mpx_status cpu_bmm_forward(const mpx_backend *be, const mpx_bmm_attr *at,
+                                  const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *c) {
+    (void)be;
+    return mpx_bmm_forward_cpu(at, a, b, c);
+}
+
+static mpx_status cpu_bmm_backward(const mpx_backend *be, const mpx_bmm_attr *at,
+                                   const mpx_tensor *dc, const mpx_tensor *a, const mpx_tensor *b,
+                                   mpx_tensor *da, mpx_tensor *db) {
+    (void)be;
+    return mpx_bmm_backward_cpu(at, dc, a, b, da, db);
+}
+
+static mpx_status cpu_softmax_forward(const mpx_backend *be, float scale, const mpx_tensor *x,
+                                      const mpx_tensor *mask, mpx_tensor *y) {
+    (void)be;
+    return mpx_softmax_forward_cpu(scale, x, mask, y);
+}
+
+static mpx_status cpu_softmax_backward(const mpx_backend *be, float scale, const mpx_tensor *dy,
+                                       const mpx_tensor *y, mpx_tensor *dx) {
+    (void)be;
+    return mpx_softmax_backward_cpu(scale, dy, y, dx);
+}
+
+static mpx_status cpu_dropout_forward(const mpx_backend *be, const mpx_dropout_attr *a,
+                                      const mpx_tensor *x, mpx_tensor *y) {
+    (void)be;
+    return mpx_dropout_forward_cpu(a, x, y);
+}
+
+static mpx_status cpu_dropout_backward(const mpx_backend *be, const mpx_dropout_attr *a,
+                                       const mpx_tensor *dy, mpx_tensor *dx) {
+    (void)be;
+    return mpx_dropout_backward_cpu(a, dy, dx);
+}
+
+static mpx_status cpu_permute_forward(const mpx_backend *be, const int *perm, const mpx_tensor *x,
+                                      mpx_tensor *y) {
+    (void)be;
+    return mpx_permute_forward_cpu(perm, x, y);
+}
+
+static mpx_status cpu_permute_backward(const mpx_backend *be, const int *perm, const mpx_tensor *dy,
+                                       mpx_tensor *dx) {
+    (void)be;
+    return mpx_permute_backward_cpu(perm, dy, dx);
+}
+
+static mpx_status cpu_multibox_forward(const mpx_backend *be, const mpx_multibox_attr *a,
+                                       const mpx_tensor *conf, const mpx_tensor *loc,
+                                       const mpx_tensor *priors, const mpx_tensor *gt_boxes,
+                                       const mpx_tensor *gt_labels, mpx_tensor *workspace,
+                                       mpx_tensor *loss, mpx_tensor *probs, mpx_tensor *target,
+                                       mpx_tensor *loc_target) {
+    (void)be;
+    return mpx_multibox_forward_cpu(a, conf, loc, priors, gt_boxes, gt_labels, workspace, loss,
+                                    probs, target, loc_target);
+}
+
+static mpx_status cpu_multibox_backward(const mpx_backend *be, const mpx_multibox_attr *a,
+                                        const mpx_tensor *probs, const mpx_tensor *target,
+                                        const mpx_tensor *loc, const mpx_tensor *loc_target,
+                                        mpx_tensor *dconf, mpx_tensor *dloc) {
+    (void)be;
+    return mpx_multibox_backward_cpu(a, probs, target, loc, loc_target, dconf, dloc);
+}
 
 static const mpx_backend g_cpu = {
     .name = "cpu",
@@ -172,13 +506,13 @@ static const mpx_backend g_cpu = {
     .sync = cpu_sync,
     .host_waits = cpu_host_waits,
     .last_error = cpu_last_error,
-    .cast = mpx_cast,
-    .decode = mpx_decode,
+    .cast = cpu_cast,
+    .decode = cpu_decode,
     .moments = cpu_moments,
     .moments_to = cpu_moments_to,
     .abs_quantile = cpu_abs_quantile,
     .absmax = cpu_absmax,
-    .accumulate = mpx_accumulate_f32,
+    .accumulate = cpu_accumulate,
     .accumulate_absmax = cpu_accumulate_absmax,
     .absmax_to = cpu_absmax_to,
     .merge_check = cpu_merge_check,
@@ -188,46 +522,46 @@ static const mpx_backend g_cpu = {
     .adamw_update = cpu_adamw_update,
     .lamb_direction = cpu_lamb_direction,
     .scaled_sub = cpu_scaled_sub,
-    .conv2d_forward = mpx_conv2d_forward_cpu,
-    .conv2d_backward_data = mpx_conv2d_backward_data_cpu,
-    .conv2d_backward_weights = mpx_conv2d_backward_weights_cpu,
-    .batchnorm_forward = mpx_batchnorm_forward_cpu,
-    .batchnorm_backward = mpx_batchnorm_backward_cpu,
-    .relu_forward = mpx_relu_forward_cpu,
-    .relu_backward = mpx_relu_backward_cpu,
-    .maxpool2d_forward = mpx_maxpool2d_forward_cpu,
-    .maxpool2d_backward = mpx_maxpool2d_backward_cpu,
-    .avgpool_global_forward = mpx_avgpool_global_forward_cpu,
-    .avgpool_global_backward = mpx_avgpool_global_backward_cpu,
-    .linear_forward = mpx_linear_forward_cpu,
-    .linear_backward_data = mpx_linear_backward_data_cpu,
-    .linear_backward_weights = mpx_linear_backward_weights_cpu,
-    .add_forward = mpx_add_forward_cpu,
-    .add_relu_forward = mpx_add_relu_forward_cpu,
-    .softmax_ce_forward = mpx_softmax_ce_forward_cpu,
-    .softmax_ce_backward = mpx_softmax_ce_backward_cpu,
-    .linear_t_forward = mpx_linear_t_forward_cpu,
-    .linear_t_backward_data = mpx_linear_t_backward_data_cpu,
-    .linear_t_backward_weights = mpx_linear_t_backward_weights_cpu,
-    .linear_forward_rows = mpx_linear_forward_rows_cpu,
-    .linear_t_forward_rows = mpx_linear_t_forward_rows_cpu,
-    .skipped_flops = mpx_linear_skipped_flops,
-    .layernorm_forward = mpx_layernorm_forward_cpu,
-    .layernorm_backward = mpx_layernorm_backward_cpu,
-    .gelu_forward = mpx_gelu_forward_cpu,
-    .gelu_backward = mpx_gelu_backward_cpu,
-    .embedding_forward = mpx_embedding_forward_cpu,
-    .embedding_backward = mpx_embedding_backward_cpu,
-    .bmm_forward = mpx_bmm_forward_cpu,
-    .bmm_backward = mpx_bmm_backward_cpu,
-    .softmax_forward = mpx_softmax_forward_cpu,
-    .softmax_backward = mpx_softmax_backward_cpu,
-    .dropout_forward = mpx_dropout_forward_cpu,
-    .dropout_backward = mpx_dropout_backward_cpu,
-    .permute_forward = mpx_permute_forward_cpu,
-    .permute_backward = mpx_permute_backward_cpu,
-    .multibox_forward = mpx_multibox_forward_cpu,
-    .multibox_backward = mpx_multibox_backward_cpu,
+    .conv2d_forward = cpu_conv2d_forward,
+    .conv2d_backward_data = cpu_conv2d_backward_data,
+    .conv2d_backward_weights = cpu_conv2d_backward_weights,
+    .batchnorm_forward = cpu_batchnorm_forward,
+    .batchnorm_backward = cpu_batchnorm_backward,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
+    .maxpool2d_forward = cpu_maxpool2d_forward,
+    .maxpool2d_backward = cpu_maxpool2d_backward,
+    .avgpool_global_forward = cpu_avgpool_global_forward,
+    .avgpool_global_backward = cpu_avgpool_global_backward,
+    .linear_forward = cpu_linear_forward,
+    .linear_backward_data = cpu_linear_backward_data,
+    .linear_backward_weights = cpu_linear_backward_weights,
+    .add_forward = cpu_add_forward,
+    .add_relu_forward = cpu_add_relu_forward,
+    .softmax_ce_forward = cpu_softmax_ce_forward,
+    .softmax_ce_backward = cpu_softmax_ce_backward,
+    .linear_t_forward = cpu_linear_t_forward,
+    .linear_t_backward_data = cpu_linear_t_backward_data,
+    .linear_t_backward_weights = cpu_linear_t_backward_weights,
+    .linear_forward_rows = cpu_linear_forward_rows,
+    .linear_t_forward_rows = cpu_linear_t_forward_rows,
+    .skipped_flops = cpu_skipped_flops,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .bmm_forward = cpu_bmm_forward,
+    .bmm_backward = cpu_bmm_backward,
+    .softmax_forward = cpu_softmax_forward,
+    .softmax_backward = cpu_softmax_backward,
+    .dropout_forward = cpu_dropout_forward,
+    .dropout_backward = cpu_dropout_backward,
+    .permute_forward = cpu_permute_forward,
+    .permute_backward = cpu_permute_backward,
+    .multibox_forward = cpu_multibox_forward,
+    .multibox_backward = cpu_multibox_backward,
 };
 
 const mpx_backend *mpx_backend_cpu(void) { return &g_cpu; }

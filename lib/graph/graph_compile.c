@@ -51,7 +51,7 @@ static int64_t node_scratch(const mpx_graph *g, const gnode *n) {
 }
 
 static mpx_status alloc_arena(mpx_graph *g, void **arena, size_t bytes, const char *what) {
-    *arena = g->be->alloc(bytes ? bytes : ALIGN);
+    *arena = g->be->alloc(g->be, bytes ? bytes : ALIGN);
     if (!*arena)
         return mpx_fail(MPX_ERR_NOMEM, "cannot allocate %zu MiB for %s on %s", bytes >> 20, what,
                         g->be->name);
@@ -381,19 +381,19 @@ static mpx_status init_state(mpx_graph *g, uint64_t seed) {
     if (!host) return mpx_fail(MPX_ERR_NOMEM, "out of memory initialising parameters");
     for (int i = 0; i < g->n_params; i++) {
         init_values(&g->params[i], seed, host);
-        g->be->upload(g->params[i].master, host, (size_t)g->params[i].numel * sizeof(float));
+        g->be->upload(g->be, g->params[i].master, host, (size_t)g->params[i].numel * sizeof(float));
     }
     /* Batch-norm running statistics start at mean 0, variance 1. */
     for (int i = 0; i < g->n_buffers; i++) {
         float fill = strstr(g->buffers[i].name, "running_var") ? 1.0f : 0.0f;
         for (int64_t k = 0; k < g->buffers[i].numel; k++) host[k] = fill;
-        g->be->upload(g->buffers[i].data, host, (size_t)g->buffers[i].numel * sizeof(float));
+        g->be->upload(g->be, g->buffers[i].data, host, (size_t)g->buffers[i].numel * sizeof(float));
     }
     free(host);
     /* Constant saved state the builder computed (SSD priors). */
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].aux_init)
-            g->be->upload(g->nodes[i].aux[0], g->nodes[i].aux_init,
+            g->be->upload(g->be, g->nodes[i].aux[0], g->nodes[i].aux_init,
                           (size_t)g->nodes[i].aux_numel[0] * sizeof(float));
     return mpx_graph_sync_weights(g, 0);
 }
@@ -479,7 +479,7 @@ mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *prec,
          * (mpx_cast_stats is all 64-bit counters, so the moments behind it stay aligned) */
         const size_t rows = (size_t)(g->n_layers > 0 ? g->n_layers : 1) * 2;
         g->stats_bytes = rows * (sizeof(mpx_cast_stats) + sizeof(mpx_moments));
-        g->dev_stats = g->be->alloc(g->stats_bytes);
+        g->dev_stats = g->be->alloc(g->be, g->stats_bytes);
         g->host_stats = calloc(1, g->stats_bytes);
         g->moments_due = calloc(rows, 1);
         if (g->dev_stats && g->host_stats) {
@@ -487,9 +487,9 @@ mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *prec,
             g->host_moments = (mpx_moments *)(g->host_stats + rows);
         }
         g->status_bytes = sizeof(step_status) + (size_t)g->n_params * sizeof(double);
-        g->dev_status = g->be->alloc(g->status_bytes);
+        g->dev_status = g->be->alloc(g->be, g->status_bytes);
         g->host_status = calloc(1, g->status_bytes);
-        g->merge_slots = g->be->alloc(MAX_CONSUMERS * sizeof(float));
+        g->merge_slots = g->be->alloc(g->be, MAX_CONSUMERS * sizeof(float));
         if (!g->dev_stats || !g->host_stats || !g->moments_due || !g->dev_status ||
             !g->host_status ||
             !g->merge_slots)
@@ -513,7 +513,7 @@ void mpx_graph_free(mpx_graph *g) {
                           g->scratch,      g->arena_params, g->arena_saved, g->dev_stats,
                           g->dev_status,   g->merge_slots};
         for (size_t i = 0; i < sizeof arenas / sizeof *arenas; i++)
-            if (arenas[i]) g->be->free(arenas[i]);
+            if (arenas[i]) g->be->free(g->be, arenas[i]);
     }
     for (int i = 0; i < g->n_nodes; i++) free(g->nodes[i].aux_init);
     free(g->host_stats);
@@ -575,11 +575,11 @@ void mpx_graph_set_node_state(mpx_graph *g, int node, const mpx_node_state *s) {
 const mpx_backend *mpx_graph_backend(const mpx_graph *g) { return g->be; }
 
 void mpx_graph_download(const mpx_graph *g, void *host, const void *src, size_t bytes) {
-    g->be->download(host, src, bytes);
+    g->be->download(g->be, host, src, bytes);
 }
 
 void mpx_graph_upload(const mpx_graph *g, void *dst, const void *host, size_t bytes) {
-    g->be->upload(dst, host, bytes);
+    g->be->upload(g->be, dst, host, bytes);
 }
 
 int mpx_graph_find_tensor(const mpx_graph *g, const char *name) {

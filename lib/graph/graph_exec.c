@@ -18,7 +18,7 @@
 
 /* The clock for per-node profiles, read once the backend's queued work is done. */
 static double profile_clock(mpx_graph *g) {
-    g->be->sync();
+    g->be->sync(g->be);
     g->clock_waits++;
     return mpx_now();
 }
@@ -29,7 +29,7 @@ static double profile_clock(mpx_graph *g) {
  * false). */
 static void declare_operands(mpx_graph *g) {
     const mpx_dtype exact = g->prec.gemm_round == MPX_TF32 ? MPX_TF32 : g->prec.low;
-    if (g->be->gemm_operands) g->be->gemm_operands(g->prec.tensor_cores ? exact : MPX_F32);
+    if (g->be->gemm_operands) g->be->gemm_operands(g->be, g->prec.tensor_cores ? exact : MPX_F32);
 }
 
 mpx_status mpx_graph_forward(mpx_graph *g, int training) {
@@ -40,23 +40,23 @@ mpx_status mpx_graph_forward(mpx_graph *g, int training) {
         if (n->op == OP_INPUT) continue;
         scratch_reset(g);
         double t0 = g->profile ? profile_clock(g) : 0;
-        const double skipped0 = g->profile && g->be->skipped_flops ? g->be->skipped_flops() : 0;
+        const double skipped0 = g->profile && g->be->skipped_flops ? g->be->skipped_flops(g->be) : 0;
         g->gemm_views = op_is_gemm_family(n->op);
         mpx_status st = node_forward(g, n, training);
         g->gemm_views = 0;
         if (g->profile) {
             n->prof_fwd += profile_clock(g) - t0;
             n->prof_calls++;
-            if (g->be->skipped_flops) n->prof_skipped += g->be->skipped_flops() - skipped0;
+            if (g->be->skipped_flops) n->prof_skipped += g->be->skipped_flops(g->be) - skipped0;
         }
         if (st != MPX_OK) return mpx_fail_context(st, "forward of %s '%s'", op_name(n->op), n->name);
     }
     /* The loss stays on the device until the host asks (mpx_graph_loss) or the backward pass
      * reads it with the non-finite count: no wait here. */
     if (g->loss_tensor >= 0)
-        g->be->copy(&g->dev_status->loss, g->tensors[g->loss_tensor].value, sizeof(float));
+        g->be->copy(g->be, &g->dev_status->loss, g->tensors[g->loss_tensor].value, sizeof(float));
     g->status_fresh = g->sums_fresh = 0;
-    mpx_status st = g->be->last_error();
+    mpx_status st = g->be->last_error(g->be);
     return st == MPX_OK ? MPX_OK : mpx_fail_context(st, "forward pass");
 }
 
@@ -64,9 +64,9 @@ mpx_status mpx_graph_forward(mpx_graph *g, int training) {
  * backward pass, when the gradients' sums of squares are behind it. */
 static mpx_status read_status(mpx_graph *g, int with_sums) {
     if (g->status_fresh) return MPX_OK;
-    g->be->download(g->host_status, g->dev_status,
+    g->be->download(g->be, g->host_status, g->dev_status,
                     with_sums ? g->status_bytes : sizeof(step_status));
-    mpx_status st = g->be->last_error();
+    mpx_status st = g->be->last_error(g->be);
     if (st != MPX_OK) return mpx_fail_context(st, "reading the step's loss and non-finite count");
     g->status_fresh = 1;
     g->sums_fresh = with_sums;
@@ -86,7 +86,7 @@ double mpx_graph_grad_norm(const mpx_graph *g) {
 }
 
 int64_t mpx_graph_host_waits(const mpx_graph *g) {
-    return g->be ? g->be->host_waits() - g->clock_waits : 0;
+    return g->be ? g->be->host_waits(g->be) - g->clock_waits : 0;
 }
 
 /* ---- backward ---- */
@@ -98,8 +98,8 @@ static mpx_status round_in_format(mpx_graph *g, mpx_dtype dt, double s, float *x
     if (!tmp) return scratch_fail(g, "a branch rounded in its storage format");
     mpx_cast_spec c = mpx_cast_plain(dt);
     c.scale = (float)s;
-    g->be->cast(&c, x, tmp, n);
-    g->be->decode(dt, tmp, x, n);
+    g->be->cast(g->be, &c, x, tmp, n);
+    g->be->decode(g->be, dt, tmp, x, n);
     return MPX_OK;
 }
 
@@ -119,8 +119,8 @@ static mpx_status merge_branches_reference(mpx_graph *g, int tensor, const int *
     const mpx_dtype dt = t->grad_dtype;
     float a[MAX_CONSUMERS];
     double stored[MAX_CONSUMERS];
-    for (int i = 0; i < k; i++) g->be->absmax_to(t->branch[idx[i]], n, &g->merge_slots[i]);
-    g->be->download(a, g->merge_slots, (size_t)k * sizeof(float));
+    for (int i = 0; i < k; i++) g->be->absmax_to(g->be, t->branch[idx[i]], n, &g->merge_slots[i]);
+    g->be->download(g->be, a, g->merge_slots, (size_t)k * sizeof(float));
     /* rounding is monotone: the stored branch's magnitude is the rounded magnitude */
     for (int i = 0; i < k; i++) stored[i] = mpx_round_to(dt, (float)((double)a[i] * P[i]));
     const double target = mpx_als_merge_target(g->bw->scaling, k, S, stored);
@@ -133,9 +133,9 @@ static mpx_status merge_branches_reference(mpx_graph *g, int tensor, const int *
     if (act_stats(g, t) || (g->bw->stats && t->needs_shadow)) {
         float *sum = scratch_take(g, t->numel);
         if (!sum) return scratch_fail(g, t->name);
-        g->be->zero(sum, n * sizeof(float));
+        g->be->zero(g->be, sum, n * sizeof(float));
         for (int i = 0; i < k; i++)
-            g->be->accumulate(sum, t->branch[idx[i]], n, (float)(P[i] * target / S[i]));
+            g->be->accumulate(g->be, sum, t->branch[idx[i]], n, (float)(P[i] * target / S[i]));
         cast_grad(g, tensor, sum, 1.0, NULL);
     }
     float *acc = t->branch[idx[0]];
@@ -144,11 +144,11 @@ static mpx_status merge_branches_reference(mpx_graph *g, int tensor, const int *
         MPX_TRY(round_in_format(g, dt, P[i], b, n));          /* the consumer's store */
         MPX_TRY(round_in_format(g, dt, target / S[i], b, n)); /* g.array *= target / S_i */
         if (i == 0) continue;
-        g->be->accumulate(acc, b, n, 1.0f);
+        g->be->accumulate(g->be, acc, b, n, 1.0f);
         if (i + 1 < k) MPX_TRY(round_in_format(g, dt, 1.0, acc, n));
     }
     mpx_cast_spec s = mpx_cast_plain(dt);
-    g->be->cast(&s, acc, t->grad, n);
+    g->be->cast(g->be, &s, acc, t->grad, n);
     scratch_reset(g);
     t->grad_scale = target;
     t->grad_ready = 1;
@@ -190,23 +190,23 @@ static mpx_status merge_branches(mpx_graph *g, int tensor) {
     float *acc = t->branch[idx[0]], *slot = g->merge_slots;
     for (int i = 1; i < k; i++) {
         if (g->layerwise)
-            g->be->accumulate_absmax(acc, t->branch[idx[i]], n, (float)(T0 / S[i] * P[i]),
+            g->be->accumulate_absmax(g->be, acc, t->branch[idx[i]], n, (float)(T0 / S[i] * P[i]),
                                      i == 1 ? &slot[0] : NULL, &slot[i]);
         else
-            g->be->accumulate(acc, t->branch[idx[i]], n, 1.0f);
+            g->be->accumulate(g->be, acc, t->branch[idx[i]], n, 1.0f);
     }
     double target = S[0];
     /* A single branch under als = reference is no merge: the code sums nothing there. */
     if (g->layerwise && g->bw->scaling->als != MPX_ALS_REFERENCE) {
-        if (k == 1) g->be->absmax_to(acc, n, &slot[0]);
+        if (k == 1) g->be->absmax_to(g->be, acc, n, &slot[0]);
         if (g->speculating) {
             for (int i = 1; i < k; i++) target = fmax(target, S[i]);
-            g->be->merge_check(slot, k, P, S, target, g->bw->scaling->u_max,
+            g->be->merge_check(g->be, slot, k, P, S, target, g->bw->scaling->u_max,
                                &g->dev_status->merge_misses);
         } else {
             float a[MAX_CONSUMERS];
             double absmax[MAX_CONSUMERS];
-            g->be->download(a, slot, (size_t)k * sizeof(float));
+            g->be->download(g->be, a, slot, (size_t)k * sizeof(float));
             for (int i = 0; i < k; i++) absmax[i] = (double)a[i] * P[i];
             target = mpx_als_merge_target(g->bw->scaling, k, S, absmax);
         }
@@ -225,7 +225,7 @@ static mpx_status reduction_input(mpx_graph *g, const mpx_tensor *v, const float
     if (v->dtype != MPX_F32) {
         float *f = scratch_take(g, (int64_t)n);
         if (!f) return scratch_fail(g, "the moments of a 16-bit view");
-        g->be->decode(v->dtype, v->data, f, n);
+        g->be->decode(g->be, v->dtype, v->data, f, n);
         *x = f;
     }
     return MPX_OK;
@@ -235,7 +235,7 @@ static mpx_status reduction_input(mpx_graph *g, const mpx_tensor *v, const float
 static mpx_status moments_into(mpx_graph *g, const mpx_tensor *v, mpx_moments *m) {
     const float *x;
     MPX_TRY(reduction_input(g, v, &x));
-    g->be->moments(x, (size_t)mpx_tensor_numel(v), m);
+    g->be->moments(g->be, x, (size_t)mpx_tensor_numel(v), m);
     return MPX_OK;
 }
 
@@ -244,7 +244,7 @@ static mpx_status moments_into(mpx_graph *g, const mpx_tensor *v, mpx_moments *m
 static mpx_status moments_later(mpx_graph *g, const mpx_tensor *v, int slot) {
     const float *x;
     MPX_TRY(reduction_input(g, v, &x));
-    g->be->moments_to(x, (size_t)mpx_tensor_numel(v), &g->dev_moments[slot]);
+    g->be->moments_to(g->be, x, (size_t)mpx_tensor_numel(v), &g->dev_moments[slot]);
     g->moments_due[slot] = 1;
     return MPX_OK;
 }
@@ -304,7 +304,7 @@ static mpx_status factor_into_dy(mpx_graph *g, gnode *n, const mpx_tensor *dy, m
     MPX_TRY(reduction_input(g, dy, &x));
     float *f = scratch_take(g, out->numel);
     if (!f) return scratch_fail(g, "the gradient times its layer's factor");
-    g->be->copy(f, x, (size_t)out->numel * sizeof(float));
+    g->be->copy(g->be, f, x, (size_t)out->numel * sizeof(float));
     MPX_TRY(round_in_format(g, out->grad_dtype, n->layer_scale, f, (size_t)out->numel));
     *dyd = make_view(dy->ndim, dy->shape, MPX_F32, g->be->device, f);
     n->factor_in_dy = 1;
@@ -424,8 +424,8 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
 /* One backward pass over the nodes, ending with the skip decision's wait: the loss, the
  * non-finite count, the speculative merges' misses and the gradient sums in one download. */
 static mpx_status backward_pass(mpx_graph *g, const mpx_backward_opts *o) {
-    g->be->zero(&g->dev_status->nonfinite, sizeof g->dev_status->nonfinite);
-    g->be->zero(&g->dev_status->merge_misses, sizeof g->dev_status->merge_misses);
+    g->be->zero(g->be, &g->dev_status->nonfinite, sizeof g->dev_status->nonfinite);
+    g->be->zero(g->be, &g->dev_status->merge_misses, sizeof g->dev_status->merge_misses);
     g->status_fresh = g->sums_fresh = 0;
     /* adaptive-quantile: gradients note their quantile when any layer recomputes its factor. */
     g->quantile_due = 0;
@@ -433,7 +433,7 @@ static mpx_status backward_pass(mpx_graph *g, const mpx_backward_opts *o) {
         for (int i = 0; i < g->n_nodes; i++)
             if (g->nodes[i].is_gemm_layer && als_update_due(g, &g->nodes[i])) g->quantile_due = 1;
     for (int i = 0; i < g->n_params; i++)
-        g->be->zero(g->params[i].grad, (size_t)g->params[i].numel * sizeof(float));
+        g->be->zero(g->be, g->params[i].grad, (size_t)g->params[i].numel * sizeof(float));
     for (int i = 0; i < g->n_tensors; i++) {
         g->tensors[i].grad_ready = 0;
         g->tensors[i].branch_ready = 0;
@@ -442,26 +442,26 @@ static mpx_status backward_pass(mpx_graph *g, const mpx_backward_opts *o) {
     if (o->stats) {
         memset(o->stats, 0, (size_t)g->n_layers * sizeof *o->stats);
         memset(g->moments_due, 0, (size_t)g->n_layers * 2);
-        g->be->zero(g->dev_stats, (size_t)g->n_layers * 2 * sizeof(mpx_cast_stats));
+        g->be->zero(g->be, g->dev_stats, (size_t)g->n_layers * 2 * sizeof(mpx_cast_stats));
     }
     mpx_status st = MPX_OK;
     for (int i = g->n_nodes - 1; i >= 0 && st == MPX_OK; i--) {
         gnode *n = &g->nodes[i];
         if (n->op == OP_INPUT) continue;
         double t0 = g->profile ? profile_clock(g) : 0;
-        const double skipped0 = g->profile && g->be->skipped_flops ? g->be->skipped_flops() : 0;
+        const double skipped0 = g->profile && g->be->skipped_flops ? g->be->skipped_flops(g->be) : 0;
         g->gemm_views = op_is_gemm_family(n->op);
         st = backward_node(g, n);
         g->gemm_views = 0;
         if (g->profile) {
             n->prof_bwd += profile_clock(g) - t0;
-            if (g->be->skipped_flops) n->prof_skipped += g->be->skipped_flops() - skipped0;
+            if (g->be->skipped_flops) n->prof_skipped += g->be->skipped_flops(g->be) - skipped0;
         }
         if (st != MPX_OK) st = mpx_fail_context(st, "backward of %s '%s'", op_name(n->op), n->name);
     }
     if (st == MPX_OK && o->stats) {
         /* Statistics steps: every layer's counts and moments in one download. */
-        g->be->download(g->host_stats, g->dev_stats, g->stats_bytes);
+        g->be->download(g->be, g->host_stats, g->dev_stats, g->stats_bytes);
         for (int l = 0; l < g->n_layers; l++) {
             o->stats[l].act = g->host_stats[2 * l];
             o->stats[l].wgrad = g->host_stats[2 * l + 1];
@@ -472,9 +472,9 @@ static mpx_status backward_pass(mpx_graph *g, const mpx_backward_opts *o) {
     /* The global gradient norm's parts, for the optimizer's clipping and its finite check. */
     if (st == MPX_OK)
         for (int i = 0; i < g->n_params; i++)
-            g->be->sumsq(g->params[i].grad, (size_t)g->params[i].numel,
+            g->be->sumsq(g->be, g->params[i].grad, (size_t)g->params[i].numel,
                          &STATUS_SUMS(g->dev_status)[i]);
-    if (st == MPX_OK && (st = g->be->last_error()) != MPX_OK)
+    if (st == MPX_OK && (st = g->be->last_error(g->be)) != MPX_OK)
         st = mpx_fail_context(st, "backward pass");
     if (st == MPX_OK) st = read_status(g, 1);
     return st;
@@ -533,8 +533,8 @@ mpx_status mpx_graph_sync_weights(mpx_graph *g, int64_t step) {
         mpx_param *p = &g->params[i];
         if (p->work == (void *)p->master) continue;
         mpx_cast_spec s = storage_cast(g, p->work_dtype, round_stream(step, i, RS_WEIGHT));
-        g->be->cast(&s, p->master, p->work, (size_t)p->numel);
-        if (no_masters) g->be->decode(p->work_dtype, p->work, p->master, (size_t)p->numel);
+        g->be->cast(g->be, &s, p->master, p->work, (size_t)p->numel);
+        if (no_masters) g->be->decode(g->be, p->work_dtype, p->work, p->master, (size_t)p->numel);
     }
     return MPX_OK;
 }
@@ -551,20 +551,20 @@ mpx_status mpx_graph_set_input(mpx_graph *g, int tensor, const void *host, mpx_d
                         (long long)t->numel, (long long)count);
     if (t->is_label) {
         if (dtype != MPX_I32) return mpx_fail(MPX_ERR_INPUT, "labels '%s' must be i32", t->name);
-        g->be->upload(t->value, host, (size_t)count * sizeof(int32_t));
+        g->be->upload(g->be, t->value, host, (size_t)count * sizeof(int32_t));
         return MPX_OK;
     }
     if (dtype != MPX_F32) return mpx_fail(MPX_ERR_INPUT, "input '%s' takes f32 data", t->name);
     if (t->dtype == MPX_F32) {
-        g->be->upload(t->value, host, (size_t)count * sizeof(float));
+        g->be->upload(g->be, t->value, host, (size_t)count * sizeof(float));
         return MPX_OK;
     }
     scratch_reset(g);
     float *f = scratch_take(g, count);
     if (!f) return scratch_fail(g, t->name);
-    g->be->upload(f, host, (size_t)count * sizeof(float));
+    g->be->upload(g->be, f, host, (size_t)count * sizeof(float));
     mpx_cast_spec s = storage_cast(g, t->dtype, round_stream(g->step, tensor, RS_INPUT));
-    g->be->cast(&s, f, t->value, (size_t)count);
+    g->be->cast(g->be, &s, f, t->value, (size_t)count);
     return MPX_OK;
 }
 
@@ -574,15 +574,15 @@ static mpx_status read_stored(mpx_graph *g, const gtensor *t, mpx_dtype dt, void
     scratch_reset(g);
     float *f = scratch_take(g, t->numel);
     if (!f) return scratch_fail(g, t->name);
-    g->be->decode(dt, data, f, (size_t)t->numel);
+    g->be->decode(g->be, dt, data, f, (size_t)t->numel);
     if (div != 1.0) {
         mpx_cast_spec s = mpx_cast_plain(MPX_F32);
         s.scale = (float)(1.0 / div);
-        g->be->cast(&s, f, f, (size_t)t->numel);
+        g->be->cast(g->be, &s, f, f, (size_t)t->numel);
     }
-    g->be->download(host, f, (size_t)t->numel * sizeof(float));
+    g->be->download(g->be, host, f, (size_t)t->numel * sizeof(float));
     /* A device reports its deferred failures (an operator's index check) once it has waited. */
-    mpx_status st = g->be->last_error();
+    mpx_status st = g->be->last_error(g->be);
     return st == MPX_OK ? MPX_OK : mpx_fail_context(st, "reading '%s'", t->name);
 }
 

@@ -38,7 +38,7 @@ mpx_status fwd_conv2d(mpx_graph *g, gnode *n, int training) {
     NEED(conv2d_forward);
     mpx_tensor x, w, b, *pb, y;
     MPX_TRY(layer_views(g, n, &x, &w, &b, &pb, &y));
-    MPX_TRY(g->be->conv2d_forward(&n->attr.conv, &x, &w, pb, &y));
+    MPX_TRY(g->be->conv2d_forward(g->be, &n->attr.conv, &x, &w, pb, &y));
     return commit_value(g, n->out, &y);
 }
 
@@ -49,9 +49,9 @@ mpx_status fwd_linear(mpx_graph *g, gnode *n, int training) {
     MPX_TRY(layer_views(g, n, &x, &w, &b, &pb, &y));
     if (n->loss_rows >= 0) {
         MPX_TRY(loss_rows_mask(g, n, &x, &mask));
-        MPX_TRY(g->be->linear_forward_rows(&x, &w, pb, &mask, &y));
+        MPX_TRY(g->be->linear_forward_rows(g->be, &x, &w, pb, &mask, &y));
     } else {
-        MPX_TRY(g->be->linear_forward(&x, &w, pb, &y));
+        MPX_TRY(g->be->linear_forward(g->be, &x, &w, pb, &y));
     }
     return commit_value(g, n->out, &y);
 }
@@ -63,9 +63,9 @@ mpx_status fwd_linear_t(mpx_graph *g, gnode *n, int training) {
     MPX_TRY(layer_views(g, n, &x, &w, &b, &pb, &y));
     if (n->loss_rows >= 0) {
         MPX_TRY(loss_rows_mask(g, n, &x, &mask));
-        MPX_TRY(g->be->linear_t_forward_rows(&x, &w, pb, &mask, &y));
+        MPX_TRY(g->be->linear_t_forward_rows(g->be, &x, &w, pb, &mask, &y));
     } else {
-        MPX_TRY(g->be->linear_t_forward(&x, &w, pb, &y));
+        MPX_TRY(g->be->linear_t_forward(g->be, &x, &w, pb, &y));
     }
     return commit_value(g, n->out, &y);
 }
@@ -79,7 +79,7 @@ mpx_status fwd_bmm(mpx_graph *g, gnode *n, int training) {
     MPX_TRY(view_output(g, n->out, &y));
     MPX_TRY(gemm_operand(g, &a));
     MPX_TRY(gemm_operand(g, &b));
-    MPX_TRY(g->be->bmm_forward(&n->attr.bmm, &a, &b, &y));
+    MPX_TRY(g->be->bmm_forward(g->be, &n->attr.bmm, &a, &b, &y));
     return commit_value(g, n->out, &y);
 }
 
@@ -96,18 +96,18 @@ static mpx_status data_grad(mpx_graph *g, gnode *n, const mpx_tensor *dy_data,
     switch (n->op) {
     case OP_CONV2D:
         NEED(conv2d_backward_data);
-        MPX_TRY(s != 1.0 ? be->conv2d_backward_data_scaled(&n->attr.conv, f, dy_data, w0, &dx)
-                         : be->conv2d_backward_data(&n->attr.conv, dy_data, w0, &dx));
+        MPX_TRY(s != 1.0 ? be->conv2d_backward_data_scaled(be, &n->attr.conv, f, dy_data, w0, &dx)
+                         : be->conv2d_backward_data(be, &n->attr.conv, dy_data, w0, &dx));
         break;
     case OP_LINEAR:
         NEED(linear_backward_data);
-        MPX_TRY(s != 1.0 ? be->linear_backward_data_scaled(f, dy_data, w0, &dx)
-                         : be->linear_backward_data(dy_data, w0, &dx));
+        MPX_TRY(s != 1.0 ? be->linear_backward_data_scaled(be, f, dy_data, w0, &dx)
+                         : be->linear_backward_data(be, dy_data, w0, &dx));
         break;
     default:
         NEED(linear_t_backward_data);
-        MPX_TRY(s != 1.0 ? be->linear_t_backward_data_scaled(f, dy_data, w0, &dx)
-                         : be->linear_t_backward_data(dy_data, w0, &dx));
+        MPX_TRY(s != 1.0 ? be->linear_t_backward_data_scaled(be, f, dy_data, w0, &dx)
+                         : be->linear_t_backward_data(be, dy_data, w0, &dx));
         break;
     }
     return commit_in_grad(g, n, 0, &dx);
@@ -125,15 +125,15 @@ static mpx_status param_grads(mpx_graph *g, gnode *n, const mpx_tensor *dy) {
     switch (n->op) {
     case OP_CONV2D:
         NEED(conv2d_backward_weights);
-        MPX_TRY(be->conv2d_backward_weights(&n->attr.conv, dy, &x, &dw, pdb));
+        MPX_TRY(be->conv2d_backward_weights(be, &n->attr.conv, dy, &x, &dw, pdb));
         break;
     case OP_LINEAR:
         NEED(linear_backward_weights);
-        MPX_TRY(be->linear_backward_weights(dy, &x, &dw, pdb));
+        MPX_TRY(be->linear_backward_weights(be, dy, &x, &dw, pdb));
         break;
     default:
         NEED(linear_t_backward_weights);
-        MPX_TRY(be->linear_t_backward_weights(dy, &x, &dw, pdb));
+        MPX_TRY(be->linear_t_backward_weights(be, dy, &x, &dw, pdb));
         break;
     }
     MPX_TRY(commit_param_grad(g, n, n->param[0], &dw));
@@ -174,7 +174,7 @@ mpx_status bwd_bmm(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tenso
     MPX_TRY(view_in_grad(g, n, 1, &db));
     if (!da.data && !db.data) return MPX_OK;
     MPX_TRY(
-        g->be->bmm_backward(&n->attr.bmm, dy, &a, &b, da.data ? &da : NULL, db.data ? &db : NULL));
+        g->be->bmm_backward(g->be, &n->attr.bmm, dy, &a, &b, da.data ? &da : NULL, db.data ? &db : NULL));
     MPX_TRY(commit_in_grad(g, n, 0, &da));
     return commit_in_grad(g, n, 1, &db);
 }

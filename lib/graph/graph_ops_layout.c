@@ -11,7 +11,7 @@ mpx_status fwd_permute(mpx_graph *g, gnode *n, int training) {
     mpx_tensor x, y;
     MPX_TRY(view_value(g, n->in[0], &x));
     MPX_TRY(view_output(g, n->out, &y));
-    MPX_TRY(g->be->permute_forward(n->attr.perm, &x, &y));
+    MPX_TRY(g->be->permute_forward(g->be, n->attr.perm, &x, &y));
     return commit_value(g, n->out, &y);
 }
 
@@ -28,7 +28,7 @@ mpx_status bwd_permute(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_t
 
 mpx_status shadow_permute(mpx_graph *g, gnode *n, int slot, const mpx_tensor *dy, mpx_tensor *dx) {
     (void)slot;
-    return g->be->permute_backward(n->attr.perm, dy, dx);
+    return g->be->permute_backward(g->be, n->attr.perm, dy, dx);
 }
 
 mpx_status fwd_reshape(mpx_graph *g, gnode *n, int training) {

@@ -15,7 +15,7 @@ mpx_status fwd_softmax_ce(mpx_graph *g, gnode *n, int training) {
     x = reshaped(&x, 2, (int64_t[]){M, K});
     labels = reshaped(&labels, 1, (int64_t[]){M});
     probs = reshaped(&probs, 2, (int64_t[]){M, K});
-    MPX_TRY(g->be->softmax_ce_forward(&x, &labels, &y, &probs));
+    MPX_TRY(g->be->softmax_ce_forward(g->be, &x, &labels, &y, &probs));
     return commit_value(g, n->out, &y);
 }
 
@@ -31,7 +31,7 @@ mpx_status bwd_softmax_ce(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mp
     mpx_tensor dx2 = reshaped(&dx, 2, (int64_t[]){M, K});
     labels = reshaped(&labels, 1, (int64_t[]){M});
     probs = reshaped(&probs, 2, (int64_t[]){M, K});
-    MPX_TRY(g->be->softmax_ce_backward(&probs, &labels, &dx2));
+    MPX_TRY(g->be->softmax_ce_backward(g->be, &probs, &labels, &dx2));
     return commit_in_grad(g, n, 0, &dx);
 }
 
@@ -65,7 +65,7 @@ mpx_status fwd_multibox(mpx_graph *g, gnode *n, int training) {
     const int64_t B = conf.shape[0], P = conf.shape[1], C = conf.shape[2];
     pri = reshaped(&pri, 2, (int64_t[]){P, 4});
     multibox_saved(g, n, B, P, C, &probs, &tgt, &lt);
-    MPX_TRY(g->be->multibox_forward(&a, &conf, &loc, &pri, &boxes, &labels, &ws, &y, &probs, &tgt,
+    MPX_TRY(g->be->multibox_forward(g->be, &a, &conf, &loc, &pri, &boxes, &labels, &ws, &y, &probs, &tgt,
                                     &lt));
     return commit_value(g, n->out, &y);
 }
@@ -85,7 +85,7 @@ mpx_status bwd_multibox(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_
     if (!dconf.data) dconf.data = tmp[0] = scratch_take(g, mpx_tensor_numel(&dconf));
     if (!dloc.data) dloc.data = tmp[1] = scratch_take(g, mpx_tensor_numel(&dloc));
     if (!dconf.data || !dloc.data) return mpx_fail(MPX_ERR_INTERNAL, "scratch plan too small");
-    MPX_TRY(g->be->multibox_backward(&a, &probs, &tgt, &loc, &lt, &dconf, &dloc));
+    MPX_TRY(g->be->multibox_backward(g->be, &a, &probs, &tgt, &loc, &lt, &dconf, &dloc));
     if (!tmp[0]) MPX_TRY(commit_in_grad(g, n, 0, &dconf));
     if (!tmp[1]) MPX_TRY(commit_in_grad(g, n, 1, &dloc));
     return MPX_OK;

@@ -16,7 +16,7 @@ mpx_status fwd_batchnorm(mpx_graph *g, gnode *n, int training) {
     MPX_TRY(view_param(g, n->param[0], &w));
     MPX_TRY(view_param(g, n->param[1], &b));
     MPX_TRY(view_output(g, out, &y));
-    MPX_TRY(g->be->batchnorm_forward(&a, &x, &w, &b, &rm, &rv, &sm, &si, &y));
+    MPX_TRY(g->be->batchnorm_forward(g->be, &a, &x, &w, &b, &rm, &rv, &sm, &si, &y));
     return commit_value(g, out, &y);
 }
 
@@ -49,7 +49,7 @@ mpx_status bwd_batchnorm(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     MPX_TRY(view_value(g, n->in[0], &x));
     int needed;
     MPX_TRY(grad_views(g, n, &dx, &dg, &dbeta, &needed));
-    MPX_TRY(g->be->batchnorm_backward(&a, dy, &x, w0, a.relu_dy ? &beta : NULL, &sm, &si, &dx, &dg,
+    MPX_TRY(g->be->batchnorm_backward(g->be, &a, dy, &x, w0, a.relu_dy ? &beta : NULL, &sm, &si, &dx, &dg,
                                       &dbeta));
     if (needed) MPX_TRY(commit_in_grad(g, n, 0, &dx));
     MPX_TRY(commit_param_grad(g, n, n->param[0], &dg));
@@ -64,7 +64,7 @@ mpx_status fwd_layernorm(mpx_graph *g, gnode *n, int training) {
     MPX_TRY(view_param(g, n->param[0], &w));
     MPX_TRY(view_param(g, n->param[1], &b));
     MPX_TRY(view_output(g, n->out, &y));
-    MPX_TRY(g->be->layernorm_forward(n->attr.ln.eps, &x, &w, &b, &sm, &si, &y));
+    MPX_TRY(g->be->layernorm_forward(g->be, n->attr.ln.eps, &x, &w, &b, &sm, &si, &y));
     return commit_value(g, n->out, &y);
 }
 
@@ -76,7 +76,7 @@ mpx_status bwd_layernorm(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     MPX_TRY(view_value(g, n->in[0], &x));
     int needed;
     MPX_TRY(grad_views(g, n, &dx, &dg, &dbeta, &needed));
-    MPX_TRY(g->be->layernorm_backward(dy, &x, w0, &sm, &si, &dx, &dg, &dbeta));
+    MPX_TRY(g->be->layernorm_backward(g->be, dy, &x, w0, &sm, &si, &dx, &dg, &dbeta));
     if (needed) MPX_TRY(commit_in_grad(g, n, 0, &dx));
     MPX_TRY(commit_param_grad(g, n, n->param[0], &dg));
     return commit_param_grad(g, n, n->param[1], &dbeta);

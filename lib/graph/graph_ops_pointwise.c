@@ -12,7 +12,7 @@
         mpx_tensor x, y;                                                                           \
         MPX_TRY(view_value(g, n->in[0], &x));                                                      \
         MPX_TRY(view_output(g, n->out, &y));                                                       \
-        MPX_TRY(g->be->entry(__VA_ARGS__));                                                        \
+        MPX_TRY(g->be->entry(g->be, __VA_ARGS__));                                                 \
         return commit_value(g, n->out, &y);                                                        \
     } while (0)
 
@@ -37,7 +37,7 @@ mpx_status shadow_relu(mpx_graph *g, gnode *n, int slot, const mpx_tensor *dy, m
     (void)slot;
     mpx_tensor y;
     MPX_TRY(view_value(g, n->out, &y));
-    return g->be->relu_backward(dy, &y, dx);
+    return g->be->relu_backward(g->be, dy, &y, dx);
 }
 
 mpx_status fwd_add(mpx_graph *g, gnode *n, int training) {
@@ -48,8 +48,8 @@ mpx_status fwd_add(mpx_graph *g, gnode *n, int training) {
     MPX_TRY(view_value(g, n->in[0], &a));
     MPX_TRY(view_value(g, n->in[1], &b));
     MPX_TRY(view_output(g, out, &y));
-    MPX_TRY(n->fused_relu >= 0 ? g->be->add_relu_forward(&a, &b, &y)
-                               : g->be->add_forward(&a, &b, &y));
+    MPX_TRY(n->fused_relu >= 0 ? g->be->add_relu_forward(g->be, &a, &b, &y)
+                               : g->be->add_forward(g->be, &a, &b, &y));
     return commit_value(g, out, &y);
 }
 
@@ -83,7 +83,7 @@ mpx_status bwd_gelu(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tens
     MPX_TRY(view_in_grad(g, n, 0, &dx));
     if (!dx.data) return MPX_OK;
     MPX_TRY(view_value(g, n->in[0], &x));
-    MPX_TRY(g->be->gelu_backward(dy, &x, &dx));
+    MPX_TRY(g->be->gelu_backward(g->be, dy, &x, &dx));
     return commit_in_grad(g, n, 0, &dx);
 }
 
@@ -108,7 +108,7 @@ mpx_status bwd_dropout(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_t
     mpx_tensor dx;
     MPX_TRY(view_in_grad(g, n, 0, &dx));
     if (!dx.data) return MPX_OK;
-    MPX_TRY(g->be->dropout_backward(&a, dy, &dx));
+    MPX_TRY(g->be->dropout_backward(g->be, &a, dy, &dx));
     return commit_in_grad(g, n, 0, &dx);
 }
 
@@ -119,7 +119,8 @@ mpx_status fwd_softmax(mpx_graph *g, gnode *n, int training) {
     MPX_TRY(view_value(g, n->in[0], &x));
     if (n->n_in > 1) MPX_TRY(view_value(g, n->in[1], &mask));
     MPX_TRY(view_output(g, n->out, &y));
-    MPX_TRY(g->be->softmax_forward(n->attr.softmax.scale, &x, n->n_in > 1 ? &mask : NULL, &y));
+    MPX_TRY(
+        g->be->softmax_forward(g->be, n->attr.softmax.scale, &x, n->n_in > 1 ? &mask : NULL, &y));
     return commit_value(g, n->out, &y);
 }
 
@@ -131,7 +132,7 @@ mpx_status bwd_softmax(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_t
     MPX_TRY(view_in_grad(g, n, 0, &dx));
     if (!dx.data) return MPX_OK;
     MPX_TRY(view_value(g, n->out, &y));
-    MPX_TRY(g->be->softmax_backward(n->attr.softmax.scale, dy, &y, &dx));
+    MPX_TRY(g->be->softmax_backward(g->be, n->attr.softmax.scale, dy, &y, &dx));
     return commit_in_grad(g, n, 0, &dx);
 }
 
@@ -157,7 +158,7 @@ mpx_status shadow_maxpool2d(mpx_graph *g, gnode *n, int slot, const mpx_tensor *
     mpx_tensor x, y;
     MPX_TRY(view_value(g, n->in[0], &x));
     MPX_TRY(view_value(g, n->out, &y));
-    return g->be->maxpool2d_backward(&n->attr.pool, dy, &x, &y, dx);
+    return g->be->maxpool2d_backward(g->be, &n->attr.pool, dy, &x, &y, dx);
 }
 
 mpx_status fwd_avgpool(mpx_graph *g, gnode *n, int training) {
@@ -172,7 +173,7 @@ mpx_status bwd_avgpool(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_t
     mpx_tensor dx;
     MPX_TRY(view_in_grad(g, n, 0, &dx));
     if (!dx.data) return MPX_OK;
-    MPX_TRY(g->be->avgpool_global_backward(dy, &dx));
+    MPX_TRY(g->be->avgpool_global_backward(g->be, dy, &dx));
     return commit_in_grad(g, n, 0, &dx);
 }
 
@@ -183,7 +184,7 @@ mpx_status fwd_embedding(mpx_graph *g, gnode *n, int training) {
     MPX_TRY(view_value(g, n->in[0], &ids));
     MPX_TRY(view_param(g, n->param[0], &w));
     MPX_TRY(view_output(g, n->out, &y));
-    MPX_TRY(g->be->embedding_forward(&ids, &w, &y));
+    MPX_TRY(g->be->embedding_forward(g->be, &ids, &w, &y));
     return commit_value(g, n->out, &y);
 }
 
@@ -194,7 +195,7 @@ mpx_status bwd_embedding(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     mpx_tensor ids, dw;
     MPX_TRY(view_value(g, n->in[0], &ids));
     MPX_TRY(view_param_grad(g, n->param[0], &dw));
-    MPX_TRY(g->be->embedding_backward(dy, &ids, &dw));
+    MPX_TRY(g->be->embedding_backward(g->be, dy, &ids, &dw));
     return commit_param_grad(g, n, n->param[0], &dw);
 }
 

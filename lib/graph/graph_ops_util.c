@@ -52,12 +52,12 @@ mpx_status move_elems(const mpx_graph *g, const mpx_tensor *dst, int64_t dof, co
     void *d = (char *)dst->data + (size_t)dof * ds;
     const void *sp = (const char *)src->data + (size_t)sof * ss;
     if (dst->dtype == src->dtype) {
-        g->be->copy(d, sp, (size_t)n * ds);
+        g->be->copy(g->be, d, sp, (size_t)n * ds);
     } else if (dst->dtype == MPX_F32) {
-        g->be->decode(src->dtype, sp, d, (size_t)n);
+        g->be->decode(g->be, src->dtype, sp, d, (size_t)n);
     } else if (src->dtype == MPX_F32) {
         mpx_cast_spec c = mpx_cast_plain(dst->dtype);
-        g->be->cast(&c, sp, d, (size_t)n);
+        g->be->cast(g->be, &c, sp, d, (size_t)n);
     } else {
         return mpx_fail(MPX_ERR_INTERNAL, "cannot move %s values into %s",
                         mpx_dtype_name(src->dtype), mpx_dtype_name(dst->dtype));
@@ -77,7 +77,7 @@ mpx_status gemm_operand(mpx_graph *g, mpx_tensor *v) {
     float *f = scratch_take(g, n);
     if (!f) return mpx_fail(MPX_ERR_INTERNAL, "scratch plan too small for a TF32 operand");
     mpx_cast_spec c = mpx_cast_plain(MPX_TF32);
-    g->be->cast(&c, v->data, f, (size_t)n);
+    g->be->cast(g->be, &c, v->data, f, (size_t)n);
     v->data = f;
     return MPX_OK;
 }

@@ -64,16 +64,16 @@ mpx_tensor make_view(int ndim, const int64_t *shape, mpx_dtype dt, mpx_device de
 
 /* Whether ops read tensors stored as `dt` as they are (natively, or decoding as they load). */
 static int reads_stored(const mpx_graph *g, mpx_dtype dt) {
-    if (g->be->native(dt)) return 1;
+    if (g->be->native(g->be, dt)) return 1;
     if (!g->prec.direct_io) return 0;
-    return (g->be->direct_io && g->be->direct_io(dt)) ||
-           (g->gemm_views && g->be->gemm_direct_io && g->be->gemm_direct_io(dt));
+    return (g->be->direct_io && g->be->direct_io(g->be, dt)) ||
+           (g->gemm_views && g->be->gemm_direct_io && g->be->gemm_direct_io(g->be, dt));
 }
 
 /* Whether ops write forward values stored as `dt` themselves: natively, or rounding to nearest
  * as the commit would (stochastic rounding needs the cast's streams, so it keeps the commit). */
 static int writes_stored(const mpx_graph *g, mpx_dtype dt) {
-    return g->be->native(dt) || (reads_stored(g, dt) && g->prec.rounding == MPX_ROUND_RNE);
+    return g->be->native(g->be, dt) || (reads_stored(g, dt) && g->prec.rounding == MPX_ROUND_RNE);
 }
 
 /* A view of `numel` elements stored as `dt` at `data` for an op to read: the storage itself when
@@ -87,7 +87,7 @@ mpx_status view_of(mpx_graph *g, int ndim, const int64_t *shape, mpx_dtype dt, v
     int64_t n = mpx_shape_numel(ndim, shape);
     float *f = scratch_take(g, n);
     if (!f) return scratch_fail(g, name);
-    g->be->decode(dt, data, f, (size_t)n);
+    g->be->decode(g->be, dt, data, f, (size_t)n);
     *v = make_view(ndim, shape, MPX_F32, g->be->device, f);
     return MPX_OK;
 }
@@ -113,7 +113,7 @@ mpx_status commit_value(mpx_graph *g, int tensor, const mpx_tensor *v) {
     gtensor *t = &g->tensors[tensor];
     if (v->data == t->value) return MPX_OK;
     mpx_cast_spec s = storage_cast(g, t->dtype, round_stream(g->step, t->round_id, RS_VALUE));
-    g->be->cast(&s, v->data, t->value, (size_t)t->numel);
+    g->be->cast(g->be, &s, v->data, t->value, (size_t)t->numel);
     return MPX_OK;
 }
 
@@ -161,7 +161,7 @@ static int grad_direct(const mpx_graph *g, const gnode *n, int slot, const gtens
  * backend holds natively (F32) is still the commit's to scale in place. */
 static int grad_written_by_op(const mpx_graph *g, const gnode *n, int slot, const mpx_tensor *v) {
     const gtensor *t = &g->tensors[n->in[slot]];
-    return v->data && v->data == t->grad && !g->be->native(t->grad_dtype);
+    return v->data && v->data == t->grad && !g->be->native(g->be, t->grad_dtype);
 }
 
 double in_grad_factor(const mpx_graph *g, const gnode *n, int slot, const mpx_tensor *v) {
@@ -185,7 +185,7 @@ mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
         *v = make_view(t->ndim, t->shape, MPX_F32, g->be->device, t->branch[c]);
         return MPX_OK;
     }
-    if (g->be->native(t->grad_dtype) || grad_direct(g, n, slot, t)) {
+    if (g->be->native(g->be, t->grad_dtype) || grad_direct(g, n, slot, t)) {
         *v = make_view(t->ndim, t->shape, t->grad_dtype, g->be->device, t->grad);
         return MPX_OK;
     }
@@ -205,7 +205,7 @@ mpx_cast_stats *act_stats(mpx_graph *g, const gtensor *t) {
 /* Copy the counts of t's first observer to the others (the loss shares fc's tensor). */
 static void share_counts(mpx_graph *g, const gtensor *t) {
     for (int k = 1; k < 4 && t->observer[k] >= 0; k++)
-        g->be->copy(&g->dev_stats[2 * t->observer[k]], &g->dev_stats[2 * t->observer[0]],
+        g->be->copy(g->be, &g->dev_stats[2 * t->observer[k]], &g->dev_stats[2 * t->observer[0]],
                     sizeof(mpx_cast_stats));
 }
 
@@ -223,7 +223,7 @@ static void note_quantile(mpx_graph *g, gtensor *t, const float *src, double mul
     if (up && (op_moves_values(writer->op) || writer->op == OP_DROPOUT) && up->q_step == g->step)
         t->q_pre = up->q_pre;
     else
-        t->q_pre = g->be->abs_quantile(src, (size_t)t->numel, g->bw->scaling->quantile,
+        t->q_pre = g->be->abs_quantile(g->be, src, (size_t)t->numel, g->bw->scaling->quantile,
                                        (float)multiplier);
     t->q_step = g->step;
 }
@@ -238,12 +238,12 @@ void cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier,
     if (g->bw->stats && t->needs_shadow) {
         mpx_cast_spec sh = mpx_cast_plain(MPX_F32);
         sh.scale = (float)multiplier;
-        g->be->cast(&sh, src, t->shadow, (size_t)t->numel);
+        g->be->cast(g->be, &sh, src, t->shadow, (size_t)t->numel);
     }
     mpx_cast_spec s = storage_cast(g, t->grad_dtype, round_stream(g->step, tensor, RS_GRAD));
     s.scale = (float)multiplier;
     s.stats = act_stats(g, t);
-    if (src != t->grad || s.scale != 1.0f || s.stats) g->be->cast(&s, src, t->grad, (size_t)t->numel);
+    if (src != t->grad || s.scale != 1.0f || s.stats) g->be->cast(g->be, &s, src, t->grad, (size_t)t->numel);
     if (s.stats) share_counts(g, t);
 }
 
@@ -254,13 +254,13 @@ int shadow_needed(const mpx_graph *g, const gnode *n, int slot) {
 
 mpx_status commit_shadow(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v) {
     gtensor *t = &g->tensors[n->in[slot]];
-    if (t->needs_shadow) g->be->copy(t->shadow, v->data, (size_t)t->numel * sizeof(float));
+    if (t->needs_shadow) g->be->copy(g->be, t->shadow, v->data, (size_t)t->numel * sizeof(float));
     if (t->shadow_counted && t->observer[0] >= 0) {
         /* Count what the cast into storage does to these values (the copy is in place). */
         mpx_cast_spec s = mpx_cast_plain(MPX_F32);
         s.stats_format = g->prec.stats_format;
         s.stats = &g->dev_stats[2 * t->observer[0]];
-        g->be->cast(&s, v->data, v->data, (size_t)t->numel);
+        g->be->cast(g->be, &s, v->data, v->data, (size_t)t->numel);
         share_counts(g, t);
     }
     return MPX_OK;
@@ -282,7 +282,7 @@ mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v)
             /* The loss's seed scale is applied now: its statistics row reads the branch. */
             mpx_cast_spec s = mpx_cast_plain(MPX_F32);
             s.scale = (float)multiplier;
-            g->be->cast(&s, v->data, v->data, (size_t)t->numel);
+            g->be->cast(g->be, &s, v->data, v->data, (size_t)t->numel);
         }
         t->branch_scale[c] = carried;
         t->branch_ready |= 1u << c;
@@ -336,9 +336,9 @@ mpx_status commit_param_grad(mpx_graph *g, gnode *n, int param, const mpx_tensor
         stored = scratch_take_dtype(g, p->numel, p->work_dtype);
         if (!stored) return scratch_fail(g, p->name);
     }
-    if (stored != v->data || s.stats) g->be->cast(&s, v->data, stored, (size_t)p->numel);
+    if (stored != v->data || s.stats) g->be->cast(g->be, &s, v->data, stored, (size_t)p->numel);
     int fp16_unscale = g->bw->scaling && g->bw->scaling->unscale_fp16;
-    g->be->unscale_accumulate(p->work_dtype, stored, (size_t)p->numel, 1.0 / n->s_prev,
+    g->be->unscale_accumulate(g->be, p->work_dtype, stored, (size_t)p->numel, 1.0 / n->s_prev,
                               fp16_unscale, p->grad, &g->dev_status->nonfinite);
     return MPX_OK;
 }

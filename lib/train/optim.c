@@ -62,7 +62,7 @@ mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_opti
         free(o);
         return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the optimizer");
     }
-    o->dev_sums = be->alloc((size_t)(np > 0 ? 3 * np : 1) * sizeof(double));
+    o->dev_sums = be->alloc(be, (size_t)(np > 0 ? 3 * np : 1) * sizeof(double));
     o->host_sums = mpx_calloc((size_t)(np > 0 ? 3 * np : 1), sizeof(double));
     if (!o->dev_sums || !o->host_sums) {
         mpx_optimizer_free(o);
@@ -70,7 +70,7 @@ mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_opti
     }
     for (int i = 0; i < np * o->n_state; i++) {
         int64_t n = mpx_graph_param(g, i / o->n_state)->numel;
-        o->state[i] = be->alloc((size_t)n * sizeof(float)); /* zeroed */
+        o->state[i] = be->alloc(be, (size_t)n * sizeof(float)); /* zeroed */
         if (!o->state[i]) {
             mpx_optimizer_free(o);
             return mpx_fail(MPX_ERR_NOMEM, "out of memory for optimizer state on %s", be->name);
@@ -81,7 +81,7 @@ mpx_status mpx_optimizer_create(mpx_graph *g, const mpx_optim_cfg *cfg, mpx_opti
         int64_t most = 1;
         for (int i = 0; i < np; i++)
             if (mpx_graph_param(g, i)->numel > most) most = mpx_graph_param(g, i)->numel;
-        o->state_tmp = be->alloc((size_t)most * mpx_dtype_size(o->state_dtype));
+        o->state_tmp = be->alloc(be, (size_t)most * mpx_dtype_size(o->state_dtype));
         if (!o->state_tmp) {
             mpx_optimizer_free(o);
             return mpx_fail(MPX_ERR_NOMEM, "out of memory for optimizer state on %s", be->name);
@@ -95,12 +95,12 @@ void mpx_optimizer_free(mpx_optimizer *o) {
     if (!o) return;
     int np = mpx_graph_n_params(o->g);
     for (int i = 0; i < np * o->n_state; i++)
-        if (o->state[i]) o->be->free(o->state[i]);
-    if (o->dev_sums) o->be->free(o->dev_sums);
-    if (o->state_tmp) o->be->free(o->state_tmp);
+        if (o->state[i]) o->be->free(o->be, o->state[i]);
+    if (o->dev_sums) o->be->free(o->be, o->dev_sums);
+    if (o->state_tmp) o->be->free(o->be, o->state_tmp);
     if (o->delta)
         for (int i = 0; i < np; i++)
-            if (o->delta[i]) o->be->free(o->delta[i]);
+            if (o->delta[i]) o->be->free(o->be, o->delta[i]);
     free(o->delta);
     free(o->w0);
     free(o->w1);
@@ -150,15 +150,15 @@ static void round_state(mpx_optimizer *o, int i) {
         /* graph_exec.c's stream layout (step, id, kind) with kinds past the graph's 1..5 */
         s.stream = ((uint64_t)o->steps << 24) ^ ((uint64_t)(unsigned)i << 4) ^ (uint64_t)(8 + k);
         float *x = o->state[i * o->n_state + k];
-        o->be->cast(&s, x, o->state_tmp, n);
-        o->be->decode(o->state_dtype, o->state_tmp, x, n);
+        o->be->cast(o->be, &s, x, o->state_tmp, n);
+        o->be->decode(o->be, o->state_dtype, o->state_tmp, x, n);
     }
 }
 
 /* Download the first n sums (the reduction's one wait) and report a backend failure. */
 static mpx_status read_sums(mpx_optimizer *o, int n) {
-    o->be->download(o->host_sums, o->dev_sums, (size_t)n * sizeof(double));
-    mpx_status st = o->be->last_error();
+    o->be->download(o->be, o->host_sums, o->dev_sums, (size_t)n * sizeof(double));
+    mpx_status st = o->be->last_error(o->be);
     return st == MPX_OK ? MPX_OK : mpx_fail_context(st, "optimizer: sums of squares");
 }
 
@@ -166,7 +166,7 @@ mpx_status mpx_optimizer_step(mpx_optimizer *o, double lr, double *grad_norm) {
     int np = mpx_graph_n_params(o->g);
     for (int i = 0; i < np; i++) {
         mpx_param *p = mpx_graph_param(o->g, i);
-        o->be->sumsq(p->grad, (size_t)p->numel, &o->dev_sums[i]);
+        o->be->sumsq(o->be, p->grad, (size_t)p->numel, &o->dev_sums[i]);
     }
     MPX_TRY(read_sums(o, np));
     double ss = 0;
@@ -191,18 +191,18 @@ mpx_status mpx_optimizer_step_norm(mpx_optimizer *o, double lr, double norm) {
             mpx_param *p = mpx_graph_param(o->g, i);
             const float wd = p->decay ? (float)c->weight_decay : 0.0f;
             mpx_adamw_step s = adam_step(c, o->steps, lr, wd, clip);
-            o->be->lamb_direction(p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
+            o->be->lamb_direction(o->be, p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
                                   (size_t)p->numel, &s);
             round_state(o, i);
-            o->be->sumsq(p->master, (size_t)p->numel, &o->dev_sums[np + 2 * i]);
-            o->be->sumsq(p->grad, (size_t)p->numel, &o->dev_sums[np + 2 * i + 1]);
+            o->be->sumsq(o->be, p->master, (size_t)p->numel, &o->dev_sums[np + 2 * i]);
+            o->be->sumsq(o->be, p->grad, (size_t)p->numel, &o->dev_sums[np + 2 * i + 1]);
         }
         MPX_TRY(read_sums(o, 3 * np));
         for (int i = 0; i < np; i++) {
             mpx_param *p = mpx_graph_param(o->g, i);
             double wn = sqrt(o->host_sums[np + 2 * i]), un = sqrt(o->host_sums[np + 2 * i + 1]);
             double trust = wn > 0 && un > 0 ? wn / un : 1.0;
-            o->be->scaled_sub(p->master, p->grad, (size_t)p->numel, (float)(lr * trust),
+            o->be->scaled_sub(o->be, p->master, p->grad, (size_t)p->numel, (float)(lr * trust),
                               delta_of(o, i));
         }
         o->watched = o->watching;
@@ -213,11 +213,11 @@ mpx_status mpx_optimizer_step_norm(mpx_optimizer *o, double lr, double norm) {
         const float wd = p->decay ? (float)c->weight_decay : 0.0f;
         if (c->kind == MPX_OPT_SGD) {
             mpx_sgd_step s = {(float)lr, (float)c->momentum, wd, clip, c->nesterov, delta_of(o, i)};
-            o->be->sgd_update(p->master, p->grad, o->state[i], (size_t)p->numel, &s);
+            o->be->sgd_update(o->be, p->master, p->grad, o->state[i], (size_t)p->numel, &s);
         } else {
             mpx_adamw_step s = adam_step(c, o->steps, lr, wd, clip);
             s.delta = delta_of(o, i);
-            o->be->adamw_update(p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
+            o->be->adamw_update(o->be, p->master, p->grad, o->state[2 * i], o->state[2 * i + 1],
                                 (size_t)p->numel, &s);
         }
         round_state(o, i);
@@ -230,7 +230,7 @@ mpx_status mpx_optimizer_step_norm(mpx_optimizer *o, double lr, double norm) {
 static void download_masters(mpx_optimizer *o, float *dst) {
     for (int i = 0; i < mpx_graph_n_params(o->g); i++) {
         mpx_param *p = mpx_graph_param(o->g, i);
-        o->be->download(dst, p->master, (size_t)p->numel * sizeof(float));
+        o->be->download(o->be, dst, p->master, (size_t)p->numel * sizeof(float));
         dst += p->numel;
     }
 }
@@ -246,7 +246,7 @@ mpx_status mpx_optimizer_watch(mpx_optimizer *o) {
         if (!o->delta || !o->w0 || !o->w1 || !o->d)
             return mpx_fail(MPX_ERR_NOMEM, "out of memory for the lost-update statistics");
         for (int i = 0; i < np; i++) {
-            o->delta[i] = o->be->alloc((size_t)mpx_graph_param(o->g, i)->numel * sizeof(float));
+            o->delta[i] = o->be->alloc(o->be, (size_t)mpx_graph_param(o->g, i)->numel * sizeof(float));
             if (!o->delta[i])
                 return mpx_fail(MPX_ERR_NOMEM, "out of memory for the lost-update statistics on %s",
                                 o->be->name);
@@ -255,7 +255,7 @@ mpx_status mpx_optimizer_watch(mpx_optimizer *o) {
     download_masters(o, o->w0);
     o->watching = 1;
     o->watched = 0;
-    mpx_status st = o->be->last_error();
+    mpx_status st = o->be->last_error(o->be);
     return st == MPX_OK ? MPX_OK : mpx_fail_context(st, "optimizer: keeping the parameters");
 }
 
@@ -267,10 +267,10 @@ mpx_status mpx_optimizer_watched(mpx_optimizer *o, mpx_layer_stats *stats) {
     float *d = o->d;
     for (int i = 0; i < mpx_graph_n_params(o->g); i++) {
         mpx_param *p = mpx_graph_param(o->g, i);
-        o->be->download(d, o->delta[i], (size_t)p->numel * sizeof(float));
+        o->be->download(o->be, d, o->delta[i], (size_t)p->numel * sizeof(float));
         d += p->numel;
     }
-    mpx_status st = o->be->last_error();
+    mpx_status st = o->be->last_error(o->be);
     if (st != MPX_OK) return mpx_fail_context(st, "optimizer: reading the updates");
     size_t off = 0;
     for (int i = 0; i < mpx_graph_n_params(o->g); i++) {

@@ -108,24 +108,24 @@ static inline mpx_tensor dev_tensor(mpx_dtype dt, int ndim, const int64_t *shape
         mpx_encode(dt, values, raw, n);
     else
         memset(raw, 0xff, bytes);
-    void *d = gpu->alloc(bytes);
+    void *d = gpu->alloc(gpu, bytes);
     if (!d) {
         fprintf(stderr, "device allocation of %zu bytes failed\n", bytes);
         exit(1);
     }
-    gpu->upload(d, raw, bytes);
+    gpu->upload(gpu, d, raw, bytes);
     free(raw);
     return view(dt, gpu->device, ndim, shape, d);
 }
 
 static inline mpx_tensor dev_i32(int ndim, const int64_t *shape, const int32_t *values) {
     const size_t bytes = numel_of(ndim, shape) * sizeof(int32_t);
-    void *d = gpu->alloc(bytes);
+    void *d = gpu->alloc(gpu, bytes);
     if (!d) {
         fprintf(stderr, "device allocation of %zu bytes failed\n", bytes);
         exit(1);
     }
-    gpu->upload(d, values, bytes);
+    gpu->upload(gpu, d, values, bytes);
     return view(MPX_I32, gpu->device, ndim, shape, d);
 }
 
@@ -134,7 +134,7 @@ static inline void dev_poison(mpx_tensor *t) {
     const size_t bytes = mpx_tensor_bytes(t);
     void *raw = xalloc(bytes);
     memset(raw, 0xff, bytes);
-    gpu->upload(t->data, raw, bytes);
+    gpu->upload(gpu, t->data, raw, bytes);
     free(raw);
 }
 
@@ -142,7 +142,7 @@ static inline void dev_poison(mpx_tensor *t) {
 static inline float *dev_read(const mpx_tensor *t) {
     const size_t n = (size_t)mpx_tensor_numel(t), bytes = mpx_tensor_bytes(t);
     void *raw = xalloc(bytes);
-    gpu->download(raw, t->data, bytes);
+    gpu->download(gpu, raw, t->data, bytes);
     float *out = hbuf(n);
     mpx_decode(t->dtype, raw, out, n);
     free(raw);
@@ -150,7 +150,7 @@ static inline float *dev_read(const mpx_tensor *t) {
 }
 
 static inline void dev_free(mpx_tensor *t) {
-    if (t->data) gpu->free(t->data);
+    if (t->data) gpu->free(gpu, t->data);
     t->data = NULL;
 }
 
@@ -227,8 +227,8 @@ static inline int ops_test_setup(void) {
  * cuop_check_defer) and reports as its last error. */
 static inline mpx_status after_wait(mpx_status st) {
     if (st != MPX_OK) return st;
-    gpu->sync();
-    return gpu->last_error();
+    gpu->sync(gpu);
+    return gpu->last_error(gpu);
 }
 
 static inline void check_device_clean(const char *what) {

@@ -111,7 +111,7 @@ static void test_case(mpx_dtype dt, const mb_shape *s, uint64_t seed) {
     int32_t *poison = xalloc(nt * sizeof *poison);
     memset(poison, 0x7f, nt * sizeof *poison);
     mpx_tensor gtg = dev_i32(2, ts, poison);
-    mpx_tensor gws = view(MPX_U8, gpu->device, 1, wss, gpu->alloc(wsb + 8));
+    mpx_tensor gws = view(MPX_U8, gpu->device, 1, wss, gpu->alloc(gpu, wsb + 8));
     CHECK_OK(mpx_multibox_forward_cuda(&at, &gc, &gl, &gp, &gg, &glab, &gws, &gloss, &gprobs, &gtg,
                                        &glt));
     char what[160], shp[64];
@@ -130,7 +130,7 @@ static void test_case(mpx_dtype dt, const mb_shape *s, uint64_t seed) {
         check_ulp(what, dt, got, lt, nl);
         free(got);
         int32_t *tg = xalloc(nt * sizeof *tg);
-        gpu->download(tg, gtg.data, nt * sizeof *tg);
+        gpu->download(gpu, tg, gtg.data, nt * sizeof *tg);
         size_t bad = 0;
         for (size_t i = 0; i < nt; i++)
             bad += tg[i] != tgt[i];
@@ -159,7 +159,7 @@ static void test_case(mpx_dtype dt, const mb_shape *s, uint64_t seed) {
     /* a bad target is an input error naming its position (read at the backend's next wait) */
     {
         int32_t bad_t[1] = {(int32_t)s->c};
-        gpu->upload(gtg.data, bad_t, sizeof bad_t);
+        gpu->upload(gpu, gtg.data, bad_t, sizeof bad_t);
         CHECK(after_wait(mpx_multibox_backward_cuda(&at, &gprobs, &gtg, &gl, &glt, &gdc, &gdl)) ==
                       MPX_ERR_INPUT &&
                   strstr(mpx_error_message(), "target[0,0]"),
@@ -168,14 +168,14 @@ static void test_case(mpx_dtype dt, const mb_shape *s, uint64_t seed) {
     /* ground truth the CPU op refuses: reported at the next wait, naming the first offence */
     if (s->b >= 2 && s->g >= 2 && !s->no_objects) {
         int32_t bad_lab[1] = {(int32_t)s->c};
-        gpu->upload((int32_t *)glab.data + s->g, bad_lab, sizeof bad_lab); /* gt_labels[1,0] */
+        gpu->upload(gpu, (int32_t *)glab.data + s->g, bad_lab, sizeof bad_lab); /* gt_labels[1,0] */
         CHECK(after_wait(mpx_multibox_forward_cuda(&at, &gc, &gl, &gp, &gg, &glab, &gws, &gloss,
                                                    &gprobs, &gtg, &glt)) == MPX_ERR_INPUT &&
                   strstr(mpx_error_message(), "gt_labels[1,0]"),
               "multibox forward: label C accepted: %s", mpx_error_message());
-        gpu->upload(glab.data, lab, nlab * sizeof *lab);
+        gpu->upload(gpu, glab.data, lab, nlab * sizeof *lab);
         const float flipped[4] = {gt[4 + 2], gt[4 + 1], gt[4], gt[4 + 3]}; /* x1 < x0 */
-        gpu->upload((float *)gg.data + 4, flipped, sizeof flipped);          /* gt_boxes[0,1] */
+        gpu->upload(gpu, (float *)gg.data + 4, flipped, sizeof flipped);          /* gt_boxes[0,1] */
         CHECK(after_wait(mpx_multibox_forward_cuda(&at, &gc, &gl, &gp, &gg, &glab, &gws, &gloss,
                                                    &gprobs, &gtg, &glt)) == MPX_ERR_INPUT &&
                   strstr(mpx_error_message(), "gt_boxes[0,1,0]"),

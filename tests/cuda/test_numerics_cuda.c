@@ -111,9 +111,9 @@ static void test_decode(void) {
         const void *src = dt == MPX_F8_E4M3 || dt == MPX_F8_E5M2 ? (const void *)c8 : c16;
         const void *dsrc = src == c8 ? d8 : d16;
         const size_t m = dt == MPX_F32 ? n / 2 : n;
-        cpu->decode(dt, src, ref, m);
+        cpu->decode(cpu, dt, src, ref, m);
         CUDA_OK_VOID(cudaMemset(dy, 0xff, n * sizeof(float)));
-        gpu->decode(dt, dsrc, dy, m);
+        gpu->decode(gpu, dt, dsrc, dy, m);
         CUDA_OK_VOID(cudaMemcpy(got, dy, m * sizeof(float), cudaMemcpyDeviceToHost));
         size_t i = first_diff(ref, got, m, 1);
         CHECK(i == m, "decode %s: element %zu: cpu %08x gpu %08x", mpx_dtype_name(dt), i,
@@ -135,7 +135,7 @@ static void test_decode(void) {
 static double gpu_sumsq(const float *dx, size_t n) {
     double *d = (double *)to_dev(NULL, sizeof(double)), r = NAN;
     if (!d) return NAN;
-    gpu->sumsq(dx, n, d);
+    gpu->sumsq(gpu, dx, n, d);
     if (cudaMemcpy(&r, d, sizeof r, cudaMemcpyDeviceToHost) != cudaSuccess) r = NAN;
     cudaFree(d);
     return r;
@@ -145,17 +145,17 @@ static void check_moments_one(const char *what, const float *x, const float *dx,
                               int to_device) {
     mpx_moments a, b;
     memset(&b, 0xab, sizeof b);
-    cpu->moments(x, n, &a);
+    cpu->moments(cpu, x, n, &a);
     if (to_device) { /* moments_to: into device memory, no wait */
         mpx_moments *db = (mpx_moments *)(void *)to_dev(&b, sizeof b);
         REQUIRE_VOID(db, "cudaMalloc failed");
-        const int64_t w0 = gpu->host_waits();
-        gpu->moments_to(dx, n, db);
-        CHECK(gpu->host_waits() == w0, "%s n=%zu: moments_to waited", what, n);
+        const int64_t w0 = gpu->host_waits(gpu);
+        gpu->moments_to(gpu, dx, n, db);
+        CHECK(gpu->host_waits(gpu) == w0, "%s n=%zu: moments_to waited", what, n);
         CUDA_OK_VOID(cudaMemcpy(&b, db, sizeof b, cudaMemcpyDeviceToHost));
         cudaFree(db);
     } else {
-        gpu->moments(dx, n, &b);
+        gpu->moments(gpu, dx, n, &b);
     }
     CHECK(a.n == b.n && a.all_finite == b.all_finite, "%s n=%zu: n %llu/%llu finite %d/%d", what,
           n, (unsigned long long)a.n, (unsigned long long)b.n, a.all_finite, b.all_finite);
@@ -178,22 +178,22 @@ static void test_reductions(const char *what, const float *x, const float *dx, s
     for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
         const size_t n = lens[l] < nmax ? lens[l] : nmax;
         check_moments(what, x, dx, n);
-        float am = cpu->absmax(x, n), bm = gpu->absmax(dx, n);
+        float am = cpu->absmax(cpu, x, n), bm = gpu->absmax(gpu, dx, n);
         CHECK(bits(am) == bits(bm), "%s n=%zu: absmax %a/%a", what, n, (double)am, (double)bm);
         double sa = 0, sb = gpu_sumsq(dx, n);
-        cpu->sumsq(x, n, &sa);
+        cpu->sumsq(cpu, x, n, &sa);
         CHECK(same_d(sa, sb), "%s n=%zu: sumsq %.17g/%.17g", what, n, sa, sb);
         /* absmax_to: both halves' magnitudes into device memory, without a wait */
         float h[2] = {-1, -1}, *dh = to_dev(h, sizeof h);
         REQUIRE_VOID(dh, "cudaMalloc failed");
-        int64_t w0 = gpu->host_waits();
-        gpu->absmax_to(dx, n / 2, dh);
-        gpu->absmax_to(dx + n / 2, n - n / 2, dh + 1);
-        CHECK(gpu->host_waits() == w0, "%s n=%zu: absmax_to waited %lld times", what, n,
-              (long long)(gpu->host_waits() - w0));
+        int64_t w0 = gpu->host_waits(gpu);
+        gpu->absmax_to(gpu, dx, n / 2, dh);
+        gpu->absmax_to(gpu, dx + n / 2, n - n / 2, dh + 1);
+        CHECK(gpu->host_waits(gpu) == w0, "%s n=%zu: absmax_to waited %lld times", what, n,
+              (long long)(gpu->host_waits(gpu) - w0));
         CUDA_OK_VOID(cudaMemcpy(h, dh, sizeof h, cudaMemcpyDeviceToHost));
         cudaFree(dh);
-        float c0 = cpu->absmax(x, n / 2), c1 = cpu->absmax(x + n / 2, n - n / 2);
+        float c0 = cpu->absmax(cpu, x, n / 2), c1 = cpu->absmax(cpu, x + n / 2, n - n / 2);
         CHECK(bits(h[0]) == bits(c0) && bits(h[1]) == bits(c1),
               "%s n=%zu: absmax_to %a %a / cpu %a %a", what, n, (double)h[0], (double)h[1],
               (double)c0, (double)c1);
@@ -201,8 +201,8 @@ static void test_reductions(const char *what, const float *x, const float *dx, s
         const float scales[] = {1.0f, 0x1p12f, 0.3f, 0x1p-30f};
         for (int qi = 0; qi < 6; qi++)
             for (int si = 0; si < 4; si++) {
-                float qa = cpu->abs_quantile(x, n, qs[qi], scales[si]);
-                float qb = gpu->abs_quantile(dx, n, qs[qi], scales[si]);
+                float qa = cpu->abs_quantile(cpu, x, n, qs[qi], scales[si]);
+                float qb = gpu->abs_quantile(gpu, dx, n, qs[qi], scales[si]);
                 CHECK(bits(qa) == bits(qb), "%s n=%zu q=%g scale %g: quantile %a/%a", what, n,
                       qs[qi], (double)scales[si], (double)qa, (double)qb);
             }
@@ -262,12 +262,12 @@ static void test_accumulate(void) {
         REQUIRE_VOID(dx && dacc, "cudaMalloc failed");
         /* accumulate, then accumulate_absmax on the result (the magnitudes are of the inputs
          * before each sum) */
-        cpu->accumulate(acc, x, n, scales[s]);
-        gpu->accumulate(dacc, dx, n, scales[s]);
+        cpu->accumulate(cpu, acc, x, n, scales[s]);
+        gpu->accumulate(gpu, dacc, dx, n, scales[s]);
         float ca = -1, cx = -1, gm[2] = {-2, -2}, *dm = to_dev(gm, sizeof gm);
         REQUIRE_VOID(dm, "cudaMalloc failed");
-        cpu->accumulate_absmax(acc, x, n, scales[s], &ca, &cx);
-        gpu->accumulate_absmax(dacc, dx, n, scales[s], dm, dm + 1); /* device results */
+        cpu->accumulate_absmax(cpu, acc, x, n, scales[s], &ca, &cx);
+        gpu->accumulate_absmax(gpu, dacc, dx, n, scales[s], dm, dm + 1); /* device results */
         CUDA_OK_VOID(cudaMemcpy(gm, dm, sizeof gm, cudaMemcpyDeviceToHost));
         cudaFree(dm);
         CHECK(same(ca, gm[0]) && same(cx, gm[1]), "accumulate_absmax scale %g: cpu %g %g gpu %g %g",
@@ -308,10 +308,10 @@ static void test_unscale_accumulate(void) {
                 uint64_t ca = 5, cb = 5;
                 uint64_t *dcount = (uint64_t *)to_dev(&cb, sizeof cb);
                 REQUIRE_VOID(dcount, "cudaMalloc failed");
-                cpu->unscale_accumulate(dt, g, n, inv[k], round, acc, &ca);
-                int64_t w0 = gpu->host_waits();
-                gpu->unscale_accumulate(dt, dg, n, inv[k], round, dacc, dcount);
-                CHECK(gpu->host_waits() == w0 && gpu->last_error() == MPX_OK,
+                cpu->unscale_accumulate(cpu, dt, g, n, inv[k], round, acc, &ca);
+                int64_t w0 = gpu->host_waits(gpu);
+                gpu->unscale_accumulate(gpu, dt, dg, n, inv[k], round, dacc, dcount);
+                CHECK(gpu->host_waits(gpu) == w0 && gpu->last_error(gpu) == MPX_OK,
                       "unscale %s: waited or failed: %s", mpx_dtype_name(dt), mpx_error_message());
                 CUDA_OK_VOID(cudaMemcpy(&cb, dcount, sizeof cb, cudaMemcpyDeviceToHost));
                 cudaFree(dcount);
@@ -341,8 +341,8 @@ static void test_nan_payloads(void) {
     }
     float *dx = to_dev(x, sizeof x), *dacc = to_dev(acc, sizeof acc);
     REQUIRE_VOID(dx && dacc, "cudaMalloc failed");
-    cpu->accumulate(acc, x, N, 0.25f);
-    gpu->accumulate(dacc, dx, N, 0.25f);
+    cpu->accumulate(cpu, acc, x, N, 0.25f);
+    gpu->accumulate(gpu, dacc, dx, N, 0.25f);
     CUDA_OK_VOID(cudaMemcpy(got, dacc, sizeof got, cudaMemcpyDeviceToHost));
     size_t i = first_diff(acc, got, N, 1);
     CHECK(i == N, "NaN payloads: element %zu: cpu %08x gpu %08x", i, i < N ? bits(acc[i]) : 0,
@@ -372,8 +372,8 @@ static void test_merge_check(void) {
                     target = fmax(target, S[i]);
                 }
                 CUDA_OK_VOID(cudaMemcpy(dslots, slots, sizeof slots, cudaMemcpyHostToDevice));
-                cpu->merge_check(slots, k, p, S, target, 65504.0, &cmiss);
-                gpu->merge_check(dslots, k, p, S, target, 65504.0, dmiss);
+                cpu->merge_check(cpu, slots, k, p, S, target, 65504.0, &cmiss);
+                gpu->merge_check(gpu, dslots, k, p, S, target, 65504.0, dmiss);
                 uint32_t gmiss = 0;
                 CUDA_OK_VOID(cudaMemcpy(&gmiss, dmiss, sizeof gmiss, cudaMemcpyDeviceToHost));
                 calls++;

@@ -86,8 +86,8 @@ static void test_sgd(int nesterov, float wd, float clip) {
     for (int step = 0; step < 3; step++) {
         mpx_sgd_step sh = s, sd = s;
         if (step == 2) sh.delta = a.h[DELTA], sd.delta = a.d[DELTA];
-        cpu->sgd_update(a.h[0], a.h[1], a.h[2], n, &sh);
-        gpu->sgd_update(a.d[0], a.d[1], a.d[2], n, &sd);
+        cpu->sgd_update(cpu, a.h[0], a.h[1], a.h[2], n, &sh);
+        gpu->sgd_update(gpu, a.d[0], a.d[1], a.d[2], n, &sd);
         compare(&a, 0, what, step);
         compare(&a, 2, what, step);
         compare(&a, DELTA, what, step);
@@ -121,8 +121,8 @@ static void test_adamw(float wd, float clip) {
     for (int step = 1; step <= 3; step++) {
         mpx_adamw_step sh = adam_step(step, 1e-3f, wd, clip), sd = sh;
         if (step == 3) sh.delta = a.h[DELTA], sd.delta = a.d[DELTA];
-        cpu->adamw_update(a.h[0], a.h[1], a.h[2], a.h[3], n, &sh);
-        gpu->adamw_update(a.d[0], a.d[1], a.d[2], a.d[3], n, &sd);
+        cpu->adamw_update(cpu, a.h[0], a.h[1], a.h[2], a.h[3], n, &sh);
+        gpu->adamw_update(gpu, a.d[0], a.d[1], a.d[2], a.d[3], n, &sd);
         for (int k = 0; k < NARR; k++)
             if (k != 1) compare(&a, k, what, step);
         new_grad(&a, 400 + (uint64_t)step);
@@ -135,20 +135,20 @@ static void test_adamw(float wd, float clip) {
 static void lamb_step(const mpx_backend *be, float *w, float *g, float *m, float *v,
                       const mpx_adamw_step *s, double lr, double *sums, double *trust,
                       float *delta) {
-    be->lamb_direction(w, g, m, v, n, s);
+    be->lamb_direction(be, w, g, m, v, n, s);
     double host[2];
-    be->sumsq(w, n, &sums[0]);
-    be->sumsq(g, n, &sums[1]);
-    be->download(host, sums, sizeof host);
+    be->sumsq(be, w, n, &sums[0]);
+    be->sumsq(be, g, n, &sums[1]);
+    be->download(be, host, sums, sizeof host);
     double wn = sqrt(host[0]), un = sqrt(host[1]);
     *trust = wn > 0 && un > 0 ? wn / un : 1.0;
-    be->scaled_sub(w, g, n, (float)(lr * *trust), delta);
+    be->scaled_sub(be, w, g, n, (float)(lr * *trust), delta);
 }
 
 static void test_lamb(void) {
     arrays a;
     REQUIRE_VOID(arrays_init(&a, 500), "setup failed");
-    double *dsums = gpu->alloc(2 * sizeof(double));
+    double *dsums = gpu->alloc(gpu, 2 * sizeof(double));
     REQUIRE_VOID(dsums, "cudaMalloc failed");
     for (int step = 1; step <= 3; step++) {
         mpx_adamw_step s = adam_step(step, 1e-3f, 0.01f, 0.5f);
@@ -161,7 +161,7 @@ static void test_lamb(void) {
         for (int k = 0; k < NARR; k++) compare(&a, k, "lamb", step);
         new_grad(&a, 600 + (uint64_t)step);
     }
-    gpu->free(dsums);
+    gpu->free(gpu, dsums);
     arrays_free(&a);
 }
 

@@ -62,9 +62,11 @@ static mpx_tensor *take(io *s, const mpx_tensor *t, int out) {
     s->view[k] = *t;
     s->view[k].dtype = MPX_F32;
     s->view[k].data = malloc(n * sizeof(float) + 1);
-    cpu->decode(t->dtype, t->data, s->view[k].data, n);
-    if (out) g_out16++;
-    else g_in16++;
+    cpu->decode(cpu, t->dtype, t->data, s->view[k].data, n);
+    if (out)
+        g_out16++;
+    else
+        g_in16++;
     if (out == 2) g_grad16++;
     return &s->view[k];
 }
@@ -75,7 +77,8 @@ static mpx_status done(io *s, mpx_status st) {
         if (st == MPX_OK && s->out[k]) {
             mpx_cast_spec c = mpx_cast_plain(s->orig[k]->dtype);
             if (s->out[k] == 2 && s->scale != 0) c.scale = s->scale;
-            cpu->cast(&c, s->view[k].data, s->orig[k]->data, (size_t)mpx_tensor_numel(s->orig[k]));
+            cpu->cast(cpu, &c, s->view[k].data, s->orig[k]->data,
+                      (size_t)mpx_tensor_numel(s->orig[k]));
         }
         free(s->view[k].data);
     }
@@ -87,7 +90,8 @@ static mpx_status done(io *s, mpx_status st) {
 #define GRAD(t) take(&s, (t), 2)
 #define CALL(fn, ...)                                                                              \
     io s = {0};                                                                                    \
-    return done(&s, cpu->fn(__VA_ARGS__))
+    (void)be_;                                                                                     \
+    return done(&s, cpu->fn(cpu, __VA_ARGS__))
 
 typedef const mpx_tensor ct;
 typedef mpx_tensor mt;
@@ -101,122 +105,154 @@ typedef mpx_tensor mt;
     io s = {0};                                                                                    \
     s.scale = (factor);                                                                            \
     if ((factor) != 1.0f) g_scaled++;                                                              \
-    return done(&s, cpu->fn(__VA_ARGS__))
+    (void)be_;                                                                                     \
+    return done(&s, cpu->fn(cpu, __VA_ARGS__))
 
-static mpx_status conv_f(const mpx_conv2d_attr *a, ct *x, ct *w, ct *b, mt *y) {
+static mpx_status conv_f(const mpx_backend *be_, const mpx_conv2d_attr *a, ct *x, ct *w, ct *b,
+                         mt *y) {
     CALL(conv2d_forward, a, IN(x), IN(w), IN(b), OUT(y));
 }
-static mpx_status conv_bd(const mpx_conv2d_attr *a, ct *dy, ct *w, mt *dx) {
+static mpx_status conv_bd(const mpx_backend *be_, const mpx_conv2d_attr *a, ct *dy, ct *w, mt *dx) {
     CALL(conv2d_backward_data, a, IN(dy), IN(w), GRAD(dx));
 }
-static mpx_status conv_bds(const mpx_conv2d_attr *a, float sc, ct *dy, ct *w, mt *dx) {
+static mpx_status conv_bds(const mpx_backend *be_, const mpx_conv2d_attr *a, float sc, ct *dy,
+                           ct *w, mt *dx) {
     CALL_SCALED(sc, dx, conv2d_backward_data, a, IN(dy), IN(w), GRAD(dx));
 }
-static mpx_status conv_bw(const mpx_conv2d_attr *a, ct *dy, ct *x, mt *dw, mt *db) {
+static mpx_status conv_bw(const mpx_backend *be_, const mpx_conv2d_attr *a, ct *dy, ct *x, mt *dw,
+                          mt *db) {
     CALL(conv2d_backward_weights, a, IN(dy), IN(x), GRAD(dw), GRAD(db));
 }
-static mpx_status bn_f(const mpx_batchnorm_attr *a, ct *x, ct *g, ct *b, mt *y, mt *rm, mt *rv,
-                       mt *sm, mt *si) {
+static mpx_status bn_f(const mpx_backend *be_, const mpx_batchnorm_attr *a, ct *x, ct *g, ct *b,
+                       mt *y, mt *rm, mt *rv, mt *sm, mt *si) {
     CALL(batchnorm_forward, a, IN(x), IN(g), IN(b), OUT(y), OUT(rm), OUT(rv), OUT(sm), OUT(si));
 }
-static mpx_status bn_b(const mpx_batchnorm_attr *a, ct *dy, ct *x, ct *g, ct *b, ct *sm, ct *si,
-                       mt *dx, mt *dg, mt *db) {
+static mpx_status bn_b(const mpx_backend *be_, const mpx_batchnorm_attr *a, ct *dy, ct *x, ct *g,
+                       ct *b, ct *sm, ct *si, mt *dx, mt *dg, mt *db) {
     CALL(batchnorm_backward, a, IN(dy), IN(x), IN(g), IN(b), IN(sm), IN(si), GRAD(dx), GRAD(dg),
          GRAD(db));
 }
-static mpx_status relu_f(ct *x, mt *y) { CALL(relu_forward, IN(x), OUT(y)); }
-static mpx_status relu_b(ct *dy, ct *y, mt *dx) { CALL(relu_backward, IN(dy), IN(y), GRAD(dx)); }
-static mpx_status pool_f(const mpx_pool2d_attr *a, ct *x, mt *y) {
+static mpx_status relu_f(const mpx_backend *be_, ct *x, mt *y) {
+    CALL(relu_forward, IN(x), OUT(y));
+}
+static mpx_status relu_b(const mpx_backend *be_, ct *dy, ct *y, mt *dx) {
+    CALL(relu_backward, IN(dy), IN(y), GRAD(dx));
+}
+static mpx_status pool_f(const mpx_backend *be_, const mpx_pool2d_attr *a, ct *x, mt *y) {
     CALL(maxpool2d_forward, a, IN(x), OUT(y));
 }
-static mpx_status pool_b(const mpx_pool2d_attr *a, ct *dy, ct *x, ct *y, mt *dx) {
+static mpx_status pool_b(const mpx_backend *be_, const mpx_pool2d_attr *a, ct *dy, ct *x, ct *y,
+                         mt *dx) {
     CALL(maxpool2d_backward, a, IN(dy), IN(x), IN(y), GRAD(dx));
 }
-static mpx_status gap_f(ct *x, mt *y) { CALL(avgpool_global_forward, IN(x), OUT(y)); }
-static mpx_status gap_b(ct *dy, mt *dx) { CALL(avgpool_global_backward, IN(dy), GRAD(dx)); }
-static mpx_status lin_f(ct *x, ct *w, ct *b, mt *y) {
+static mpx_status gap_f(const mpx_backend *be_, ct *x, mt *y) {
+    CALL(avgpool_global_forward, IN(x), OUT(y));
+}
+static mpx_status gap_b(const mpx_backend *be_, ct *dy, mt *dx) {
+    CALL(avgpool_global_backward, IN(dy), GRAD(dx));
+}
+static mpx_status lin_f(const mpx_backend *be_, ct *x, ct *w, ct *b, mt *y) {
     CALL(linear_forward, IN(x), IN(w), IN(b), OUT(y));
 }
-static mpx_status lin_fr(ct *x, ct *w, ct *b, ct *mask, mt *y) {
+static mpx_status lin_fr(const mpx_backend *be_, ct *x, ct *w, ct *b, ct *mask, mt *y) {
     CALL(linear_forward_rows, IN(x), IN(w), IN(b), IN(mask), OUT(y));
 }
-static mpx_status lin_bd(ct *dy, ct *w, mt *dx) {
+static mpx_status lin_bd(const mpx_backend *be_, ct *dy, ct *w, mt *dx) {
     CALL(linear_backward_data, IN(dy), IN(w), GRAD(dx));
 }
-static mpx_status lin_bds(float sc, ct *dy, ct *w, mt *dx) {
+static mpx_status lin_bds(const mpx_backend *be_, float sc, ct *dy, ct *w, mt *dx) {
     CALL_SCALED(sc, dx, linear_backward_data, IN(dy), IN(w), GRAD(dx));
 }
-static mpx_status lin_bw(ct *dy, ct *x, mt *dw, mt *db) {
+static mpx_status lin_bw(const mpx_backend *be_, ct *dy, ct *x, mt *dw, mt *db) {
     CALL(linear_backward_weights, IN(dy), IN(x), GRAD(dw), GRAD(db));
 }
-static mpx_status add_f(ct *a, ct *b, mt *y) { CALL(add_forward, IN(a), IN(b), OUT(y)); }
-static mpx_status add_relu_f(ct *a, ct *b, mt *y) { CALL(add_relu_forward, IN(a), IN(b), OUT(y)); }
-static mpx_status ce_f(ct *x, ct *lab, mt *loss, mt *p) {
+static mpx_status add_f(const mpx_backend *be_, ct *a, ct *b, mt *y) {
+    CALL(add_forward, IN(a), IN(b), OUT(y));
+}
+static mpx_status add_relu_f(const mpx_backend *be_, ct *a, ct *b, mt *y) {
+    CALL(add_relu_forward, IN(a), IN(b), OUT(y));
+}
+static mpx_status ce_f(const mpx_backend *be_, ct *x, ct *lab, mt *loss, mt *p) {
     CALL(softmax_ce_forward, IN(x), IN(lab), OUT(loss), OUT(p));
 }
-static mpx_status ce_b(ct *p, ct *lab, mt *dx) {
+static mpx_status ce_b(const mpx_backend *be_, ct *p, ct *lab, mt *dx) {
     CALL(softmax_ce_backward, IN(p), IN(lab), GRAD(dx));
 }
-static mpx_status lint_f(ct *x, ct *w, ct *b, mt *y) {
+static mpx_status lint_f(const mpx_backend *be_, ct *x, ct *w, ct *b, mt *y) {
     CALL(linear_t_forward, IN(x), IN(w), IN(b), OUT(y));
 }
-static mpx_status lint_fr(ct *x, ct *w, ct *b, ct *mask, mt *y) {
+static mpx_status lint_fr(const mpx_backend *be_, ct *x, ct *w, ct *b, ct *mask, mt *y) {
     CALL(linear_t_forward_rows, IN(x), IN(w), IN(b), IN(mask), OUT(y));
 }
-static mpx_status lint_bd(ct *dy, ct *w, mt *dx) {
+static mpx_status lint_bd(const mpx_backend *be_, ct *dy, ct *w, mt *dx) {
     CALL(linear_t_backward_data, IN(dy), IN(w), GRAD(dx));
 }
-static mpx_status lint_bds(float sc, ct *dy, ct *w, mt *dx) {
+static mpx_status lint_bds(const mpx_backend *be_, float sc, ct *dy, ct *w, mt *dx) {
     CALL_SCALED(sc, dx, linear_t_backward_data, IN(dy), IN(w), GRAD(dx));
 }
-static mpx_status lint_bw(ct *dy, ct *x, mt *dw, mt *db) {
+static mpx_status lint_bw(const mpx_backend *be_, ct *dy, ct *x, mt *dw, mt *db) {
     CALL(linear_t_backward_weights, IN(dy), IN(x), GRAD(dw), GRAD(db));
 }
-static mpx_status ln_f(float eps, ct *x, ct *g, ct *b, mt *y, mt *m, mt *is) {
+static mpx_status ln_f(const mpx_backend *be_, float eps, ct *x, ct *g, ct *b, mt *y, mt *m,
+                       mt *is) {
     CALL(layernorm_forward, eps, IN(x), IN(g), IN(b), OUT(y), OUT(m), OUT(is));
 }
-static mpx_status ln_b(ct *dy, ct *x, ct *g, ct *m, ct *is, mt *dx, mt *dg, mt *db) {
+static mpx_status ln_b(const mpx_backend *be_, ct *dy, ct *x, ct *g, ct *m, ct *is, mt *dx, mt *dg,
+                       mt *db) {
     CALL(layernorm_backward, IN(dy), IN(x), IN(g), IN(m), IN(is), GRAD(dx), GRAD(dg), GRAD(db));
 }
-static mpx_status gelu_f(ct *x, mt *y) { CALL(gelu_forward, IN(x), OUT(y)); }
-static mpx_status gelu_b(ct *dy, ct *x, mt *dx) { CALL(gelu_backward, IN(dy), IN(x), GRAD(dx)); }
-static mpx_status emb_f(ct *ids, ct *w, mt *y) { CALL(embedding_forward, IN(ids), IN(w), OUT(y)); }
-static mpx_status emb_b(ct *dy, ct *ids, mt *dw) {
+static mpx_status gelu_f(const mpx_backend *be_, ct *x, mt *y) {
+    CALL(gelu_forward, IN(x), OUT(y));
+}
+static mpx_status gelu_b(const mpx_backend *be_, ct *dy, ct *x, mt *dx) {
+    CALL(gelu_backward, IN(dy), IN(x), GRAD(dx));
+}
+static mpx_status emb_f(const mpx_backend *be_, ct *ids, ct *w, mt *y) {
+    CALL(embedding_forward, IN(ids), IN(w), OUT(y));
+}
+static mpx_status emb_b(const mpx_backend *be_, ct *dy, ct *ids, mt *dw) {
     CALL(embedding_backward, IN(dy), IN(ids), GRAD(dw));
 }
-static mpx_status bmm_f(const mpx_bmm_attr *a, ct *x, ct *y, mt *z) {
+static mpx_status bmm_f(const mpx_backend *be_, const mpx_bmm_attr *a, ct *x, ct *y, mt *z) {
     CALL(bmm_forward, a, IN(x), IN(y), OUT(z));
 }
-static mpx_status bmm_b(const mpx_bmm_attr *a, ct *dz, ct *x, ct *y, mt *dx, mt *dy) {
+static mpx_status bmm_b(const mpx_backend *be_, const mpx_bmm_attr *a, ct *dz, ct *x, ct *y, mt *dx,
+                        mt *dy) {
     CALL(bmm_backward, a, IN(dz), IN(x), IN(y), GRAD(dx), GRAD(dy));
 }
-static mpx_status sm_f(float sc, ct *x, ct *mask, mt *y) {
+static mpx_status sm_f(const mpx_backend *be_, float sc, ct *x, ct *mask, mt *y) {
     CALL(softmax_forward, sc, IN(x), IN(mask), OUT(y));
 }
-static mpx_status sm_b(float sc, ct *dy, ct *y, mt *dx) {
+static mpx_status sm_b(const mpx_backend *be_, float sc, ct *dy, ct *y, mt *dx) {
     CALL(softmax_backward, sc, IN(dy), IN(y), GRAD(dx));
 }
-static mpx_status drop_f(const mpx_dropout_attr *a, ct *x, mt *y) {
+static mpx_status drop_f(const mpx_backend *be_, const mpx_dropout_attr *a, ct *x, mt *y) {
     CALL(dropout_forward, a, IN(x), OUT(y));
 }
-static mpx_status drop_b(const mpx_dropout_attr *a, ct *dy, mt *dx) {
+static mpx_status drop_b(const mpx_backend *be_, const mpx_dropout_attr *a, ct *dy, mt *dx) {
     CALL(dropout_backward, a, IN(dy), GRAD(dx));
 }
-static mpx_status perm_f(const int *p, ct *x, mt *y) { CALL(permute_forward, p, IN(x), OUT(y)); }
-static mpx_status perm_b(const int *p, ct *dy, mt *dx) {
+static mpx_status perm_f(const mpx_backend *be_, const int *p, ct *x, mt *y) {
+    CALL(permute_forward, p, IN(x), OUT(y));
+}
+static mpx_status perm_b(const mpx_backend *be_, const int *p, ct *dy, mt *dx) {
     CALL(permute_backward, p, IN(dy), GRAD(dx));
 }
-static mpx_status mb_f(const mpx_multibox_attr *a, ct *conf, ct *loc, ct *pri, ct *boxes,
-                       ct *labels, mt *ws, mt *loss, mt *probs, mt *tgt, mt *lt) {
-    CALL(multibox_forward, a, IN(conf), IN(loc), IN(pri), IN(boxes), IN(labels), OUT(ws),
-         OUT(loss), OUT(probs), OUT(tgt), OUT(lt));
+static mpx_status mb_f(const mpx_backend *be_, const mpx_multibox_attr *a, ct *conf, ct *loc,
+                       ct *pri, ct *boxes, ct *labels, mt *ws, mt *loss, mt *probs, mt *tgt,
+                       mt *lt) {
+    CALL(multibox_forward, a, IN(conf), IN(loc), IN(pri), IN(boxes), IN(labels), OUT(ws), OUT(loss),
+         OUT(probs), OUT(tgt), OUT(lt));
 }
-static mpx_status mb_b(const mpx_multibox_attr *a, ct *probs, ct *tgt, ct *loc, ct *lt, mt *dconf,
-                       mt *dloc) {
+static mpx_status mb_b(const mpx_backend *be_, const mpx_multibox_attr *a, ct *probs, ct *tgt,
+                       ct *loc, ct *lt, mt *dconf, mt *dloc) {
     CALL(multibox_backward, a, IN(probs), IN(tgt), IN(loc), IN(lt), GRAD(dconf), GRAD(dloc));
 }
 
-static int direct16(mpx_dtype t) { return is16(t); }
+static int direct16(const mpx_backend *be_, mpx_dtype t) {
+    (void)be_;
+    return is16(t);
+}
 
 static void make_direct_backend(void) {
     cpu = mpx_backend_cpu();
@@ -263,8 +299,8 @@ static void compare(const variant *v, const mpx_backend *be) {
              v->als_ref ? " (reference)" : "", v->rounding, v->decoded ? " (direct_io off)" : "",
              has_scaled ? "" : " (no scaled entries)", v->pure ? " (no masters)" : "");
     printf("%s: loss %.6f -> %.6f; 16-bit tensors handed to ops: %lld read, %lld written "
-           "(%lld gradients); %lld backward-data calls applied a factor\n", what,
-           (double)a.loss[0], (double)a.loss[STEPS - 1], in16, out16, grad16, scaled);
+           "(%lld gradients); %lld backward-data calls applied a factor\n",
+           what, (double)a.loss[0], (double)a.loss[STEPS - 1], in16, out16, grad16, scaled);
     /* The path is taken when it should be: stored values, weights and gradients reach the ops
      * as they are, ops round forward values and the gradients whose commit is a plain rounding
      * (non-statistics steps) themselves exactly when the policy rounds to nearest — applying
@@ -278,8 +314,10 @@ static void compare(const variant *v, const mpx_backend *be) {
               "%s: 16-bit tensors read %lld, written %lld (%lld gradients)", what, in16, out16,
               grad16);
     else
-        CHECK(in16 > 0 && out16 == 0, "%s: 16-bit tensors read %lld, written %lld under "
-              "stochastic rounding", what, in16, out16);
+        CHECK(in16 > 0 && out16 == 0,
+              "%s: 16-bit tensors read %lld, written %lld under "
+              "stochastic rounding",
+              what, in16, out16);
     /* (adaptive-quantile updates its factors on every non-statistics step of the trace, and
      * those steps' gradients take the commit: their quantiles come from the FP32 values) */
     /* (als = reference multiplies the factor into dy before the GEMM instead) */

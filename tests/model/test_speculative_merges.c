@@ -63,7 +63,7 @@ static void test_check_matches_target(void) {
                 top = fmax(top, S[i]);
             }
             uint32_t miss = 0;
-            be->merge_check(a, k, p, S, top, c.u_max, &miss);
+            be->merge_check(be, a, k, p, S, top, c.u_max, &miss);
             const double target = mpx_als_merge_target(&c, k, S, absmax);
             cases++;
             misses += miss != 0;

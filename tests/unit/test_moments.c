@@ -214,16 +214,16 @@ static void test_accumulate_absmax(void) {
         if (k == 2) x[n / 2] = NAN, acc[7] = -INFINITY;
         float want_a = mpx_absmax_f32(acc, n), want_x = mpx_absmax_f32(x, n);
         memcpy(ref, acc, n * sizeof *ref);
-        be->accumulate(ref, x, n, scales[k]);
+        be->accumulate(be, ref, x, n, scales[k]);
         float got_a = -1, got_x = -1;
-        be->accumulate_absmax(acc, x, n, scales[k], &got_a, &got_x);
+        be->accumulate_absmax(be, acc, x, n, scales[k], &got_a, &got_x);
         CHECK(got_a == want_a && got_x == want_x, "scale %g: absmax %g %g, want %g %g",
               (double)scales[k], (double)got_a, (double)got_x, (double)want_a, (double)want_x);
         CHECK(memcmp(acc, ref, n * sizeof *acc) == 0, "scale %g: sum differs from accumulate",
               (double)scales[k]);
     }
     float one = 2.0f, y = -3.0f, gx = 0;
-    be->accumulate_absmax(&one, &y, 1, 0.5f, NULL, &gx);
+    be->accumulate_absmax(be, &one, &y, 1, 0.5f, NULL, &gx);
     CHECK(one == 0.5f && gx == 3.0f, "NULL acc_absmax: sum %g, x absmax %g", (double)one, (double)gx);
     free(x);
     free(acc);

@@ -6,6 +6,8 @@
  * scratch and rounds results on write — that is how the CPU emulates FP16 and BF16 exactly. A
  * backend whose operators do that decoding and rounding themselves says so (direct_io), and the
  * executor then hands them the storage.
+ * Every entry takes the backend it belongs to, so that a backend with state of its own (a
+ * device, its streams and caches) is one more table, not a second set of globals.
  * A NULL operator means "not implemented on this backend" and is reported as such.
  */
 #ifndef MPX_BACKEND_H
@@ -42,7 +44,7 @@ typedef struct mpx_backend {
     const char *name;
     mpx_device device;
     /* 1 when the operators read and write `t` directly (F32 always). */
-    int (*native)(mpx_dtype t);
+    int (*native)(const struct mpx_backend *be, mpx_dtype t);
     /* 1 when every operator takes tensors stored as `t` (F16, BF16) as they are: it decodes
      * them exactly as it loads them and writes such outputs rounded once, to nearest even,
      * from its FP32 result — the executor's emulation fused into the op (same bits, as
@@ -55,29 +57,30 @@ typedef struct mpx_backend {
      * only round them (no factor, no statistics step: graph_exec.c, grad_direct); otherwise a
      * gradient arrives in FP32, to be scaled, counted or shadowed on its way into storage.
      * Operators then see mixed dtypes (an F16 dy with an F32 dx). NULL: none. */
-    int (*direct_io)(mpx_dtype t);
+    int (*direct_io)(const struct mpx_backend *be, mpx_dtype t);
     /* The same promise for the GEMM family alone (conv2d, linear, linear_t and bmm: forward,
      * rows forward, backward data and weights), whose CPU operators multiply 16-bit tensors
      * natively where the CPU can (mpx_gemm_lowp_native): the executor then hands only those
      * operators the storage. NULL: none. */
-    int (*gemm_direct_io)(mpx_dtype t);
+    int (*gemm_direct_io)(const struct mpx_backend *be, mpx_dtype t);
 
     /* memory: alloc returns zeroed memory or NULL */
-    void *(*alloc)(size_t bytes);
-    void (*free)(void *p);
-    void (*zero)(void *p, size_t bytes);
-    void (*copy)(void *dst, const void *src, size_t bytes);          /* same device */
+    void *(*alloc)(const struct mpx_backend *be, size_t bytes);
+    void (*free)(const struct mpx_backend *be, void *p);
+    void (*zero)(const struct mpx_backend *be, void *p, size_t bytes);
+    /* same device */
+    void (*copy)(const struct mpx_backend *be, void *dst, const void *src, size_t bytes);
     /* host memory may be reused when upload returns; the copy itself may still be queued */
-    void (*upload)(void *dst, const void *host, size_t bytes);
-    void (*download)(void *host, const void *src, size_t bytes);
+    void (*upload)(const struct mpx_backend *be, void *dst, const void *host, size_t bytes);
+    void (*download)(const struct mpx_backend *be, void *host, const void *src, size_t bytes);
     /* waits until all queued work is done (profiling: a node's time must be its own) */
-    void (*sync)(void);
+    void (*sync)(const struct mpx_backend *be);
     /* How many times the host has waited for this backend's results so far in the process: sync,
      * download, and every entry that returns a value to the host (moments, abs_quantile,
      * absmax); on CUDA also the rare waits of the operators (a deferred index check that finds
      * all its slots pending). The CPU waits for nothing
      * but counts the same entries, so the executor's count per step is tested without a GPU. */
-    int64_t (*host_waits)(void);
+    int64_t (*host_waits)(const struct mpx_backend *be);
     /* Declares the format the F32 operands of the GEMM-family operators (conv2d, linear,
      * linear_t, bmm) are exact in: the precision's low format, F16 or BF16 in 16-bit modes (the
      * operands come from 16-bit storage), TF32 in tf32 mode (the executor rounds them), F32
@@ -85,160 +88,204 @@ typedef struct mpx_backend {
      * such values exactly (tensor cores) with FP32 accumulation, which changes no operand. The
      * executor declares it at the start of every pass. NULL when the backend has no such units
      * (the CPU). */
-    void (*gemm_operands)(mpx_dtype exact);
+    void (*gemm_operands)(const struct mpx_backend *be, mpx_dtype exact);
     /* The first failure of an entry that cannot return a status (memory, numerics, optimizer
      * updates) since the last call, then forgotten; MPX_OK when none. The executor asks after
      * every pass, so such a failure surfaces as the pass's error with its message. */
-    mpx_status (*last_error)(void);
+    mpx_status (*last_error)(const struct mpx_backend *be);
     /* The most device memory the operators have held beyond the graph's arenas so far in the
      * process (their scratch: decoded operands, staged outputs, workspaces), in bytes; NULL
      * where that memory is host memory, counted in the process's RSS (the CPU). */
-    size_t (*scratch_peak)(void);
+    size_t (*scratch_peak)(const struct mpx_backend *be);
     /* Optional: how many convolution plans (pass and shape) on 16-bit data the backend could
      * not run as such and runs on FP32 data instead (cuda.h: mpx_cuda_conv16_fallbacks); a
      * speed question, not a numerical one. NULL where there is no such path. */
-    int64_t (*conv16_fallbacks)(void);
+    int64_t (*conv16_fallbacks)(const struct mpx_backend *be);
     /* Optional: the GEMM FLOPs its operators have left out since the process started, as
      * products with zeros or rows nothing reads (the CPU's linear layers skip all-zero rows of
      * dy and the rows a loss ignores: ops.h, mpx_linear_skipped_flops). Benchmarks and the
      * profile subtract them from the FLOPs a graph counts, so that GFLOP/s is the arithmetic
      * done. NULL: never skips. */
-    double (*skipped_flops)(void);
+    double (*skipped_flops)(const struct mpx_backend *be);
 
     /* numerics */
-    void (*cast)(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);
-    void (*decode)(mpx_dtype src_dtype, const void *src, float *dst, size_t n);
-    void (*moments)(const float *x, size_t n, mpx_moments *out);
+    void (*cast)(const struct mpx_backend *be, const mpx_cast_spec *spec, const float *src,
+                 void *dst, size_t n);
+    void (*decode)(const struct mpx_backend *be, mpx_dtype src_dtype, const void *src, float *dst,
+                   size_t n);
+    void (*moments)(const struct mpx_backend *be, const float *x, size_t n, mpx_moments *out);
     /* The same into *out in BACKEND memory, without a wait (statistics steps read every
      * layer's moments with one download). */
-    void (*moments_to)(const float *x, size_t n, mpx_moments *out);
-    float (*abs_quantile)(const float *x, size_t n, double q, float scale); /* numerics.h */
-    float (*absmax)(const float *x, size_t n); /* numerics.h */
+    void (*moments_to)(const struct mpx_backend *be, const float *x, size_t n, mpx_moments *out);
+    float (*abs_quantile)(const struct mpx_backend *be, const float *x, size_t n, double q,
+                          float scale); /* numerics.h */
+    float (*absmax)(const struct mpx_backend *be, const float *x, size_t n); /* numerics.h */
     /* acc[i] += scale * x[i] for n elements (FP32; scale a power of two in practice, so the
      * product is exact and a rescaled branch costs no extra pass). */
-    void (*accumulate)(float *acc, const float *x, size_t n, float scale);
+    void (*accumulate)(const struct mpx_backend *be, float *acc, const float *x, size_t n,
+                       float scale);
     /* accumulate, and in the same pass the magnitudes a branch merge needs: *acc_absmax =
      * max|acc| before the addition and *x_absmax = max|x| (each skipped when NULL; a NaN or Inf
      * gives +Inf, as absmax does), written to BACKEND memory without a wait. */
-    void (*accumulate_absmax)(float *acc, const float *x, size_t n, float scale, float *acc_absmax,
-                              float *x_absmax);
+    void (*accumulate_absmax)(const struct mpx_backend *be, float *acc, const float *x, size_t n,
+                              float scale, float *acc_absmax, float *x_absmax);
     /* *out (backend memory) = absmax(x, n), without a wait. */
-    void (*absmax_to)(const float *x, size_t n, float *out);
+    void (*absmax_to)(const struct mpx_backend *be, const float *x, size_t n, float *out);
     /* A speculative branch merge's check (graph_exec.c: merge_branches), without a wait: with
      * m = max over i < k of ((double)absmax[i] * pending[i]) / S[i] (absmax in backend memory;
      * pending and S host arrays of the branches' factors not yet applied and scales), adds 1 to
      * *misses (backend memory) unless m * target < u_max, i.e. when `target` (the largest S_i)
      * is not the one mpx_als_merge_target chooses from these magnitudes. */
-    void (*merge_check)(const float *absmax, int k, const double *pending, const double *S,
-                        double target, double u_max, uint32_t *misses);
+    void (*merge_check)(const struct mpx_backend *be, const float *absmax, int k,
+                        const double *pending, const double *S, double target, double u_max,
+                        uint32_t *misses);
     /* acc[i] += decode(g[i]) * inv_scale, with the product rounded back to `g_dtype` first when
      * round_to_storage is set (the 2019 code's FP16 unscale); the count of non-finite addends is
      * added to *nonfinite, a counter in backend memory, so the host reads one total per step
      * instead of waiting for every parameter's count. */
-    void (*unscale_accumulate)(mpx_dtype g_dtype, const void *g, size_t n, double inv_scale,
-                               int round_to_storage, float *acc, uint64_t *nonfinite);
+    void (*unscale_accumulate)(const struct mpx_backend *be, mpx_dtype g_dtype, const void *g,
+                               size_t n, double inv_scale, int round_to_storage, float *acc,
+                               uint64_t *nonfinite);
 
     /* optimizer updates on FP32 masters (optim.h gives the rules) */
     /* *out (backend memory) = the sum of squares in double, thread-count independent; the
      * optimizer collects every parameter's sum and reads them with one download. */
-    void (*sumsq)(const float *x, size_t n, double *out);
-    void (*sgd_update)(float *w, const float *g, float *v, size_t n, const mpx_sgd_step *s);
-    void (*adamw_update)(float *w, const float *g, float *m, float *v, size_t n,
-                         const mpx_adamw_step *s);
+    void (*sumsq)(const struct mpx_backend *be, const float *x, size_t n, double *out);
+    void (*sgd_update)(const struct mpx_backend *be, float *w, const float *g, float *v, size_t n,
+                       const mpx_sgd_step *s);
+    void (*adamw_update)(const struct mpx_backend *be, float *w, const float *g, float *m, float *v,
+                         size_t n, const mpx_adamw_step *s);
     /* LAMB in two passes: update m, v and overwrite g with the direction
      * u = m^ / (sqrt(v^) + eps) + wd w; then w -= a u. */
-    void (*lamb_direction)(const float *w, float *g, float *m, float *v, size_t n,
-                           const mpx_adamw_step *s);
+    void (*lamb_direction)(const struct mpx_backend *be, const float *w, float *g, float *m,
+                           float *v, size_t n, const mpx_adamw_step *s);
     /* w -= a u; d = a u also into delta when not NULL (as the step structs' delta) */
-    void (*scaled_sub)(float *w, const float *u, size_t n, float a, float *delta);
+    void (*scaled_sub)(const struct mpx_backend *be, float *w, const float *u, size_t n, float a,
+                       float *delta);
 
     /* operators (ops.h) */
-    mpx_status (*conv2d_forward)(const mpx_conv2d_attr *, const mpx_tensor *, const mpx_tensor *,
-                                 const mpx_tensor *, mpx_tensor *);
-    mpx_status (*conv2d_backward_data)(const mpx_conv2d_attr *, const mpx_tensor *,
-                                       const mpx_tensor *, mpx_tensor *);
-    mpx_status (*conv2d_backward_weights)(const mpx_conv2d_attr *, const mpx_tensor *,
-                                          const mpx_tensor *, mpx_tensor *, mpx_tensor *);
-    mpx_status (*batchnorm_forward)(const mpx_batchnorm_attr *, const mpx_tensor *,
-                                    const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
-                                    mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *);
-    mpx_status (*batchnorm_backward)(const mpx_batchnorm_attr *, const mpx_tensor *,
-                                     const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
-                                     const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
-                                     mpx_tensor *, mpx_tensor *);
-    mpx_status (*relu_forward)(const mpx_tensor *, mpx_tensor *);
-    mpx_status (*relu_backward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*maxpool2d_forward)(const mpx_pool2d_attr *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*maxpool2d_backward)(const mpx_pool2d_attr *, const mpx_tensor *,
-                                     const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*avgpool_global_forward)(const mpx_tensor *, mpx_tensor *);
-    mpx_status (*avgpool_global_backward)(const mpx_tensor *, mpx_tensor *);
-    mpx_status (*linear_forward)(const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
-                                 mpx_tensor *);
-    mpx_status (*linear_backward_data)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*linear_backward_weights)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
-                                          mpx_tensor *);
-    mpx_status (*add_forward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*conv2d_forward)(const struct mpx_backend *be, const mpx_conv2d_attr *a,
+                                 const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
+                                 mpx_tensor *y);
+    mpx_status (*conv2d_backward_data)(const struct mpx_backend *be, const mpx_conv2d_attr *a,
+                                       const mpx_tensor *dy, const mpx_tensor *w, mpx_tensor *dx);
+    mpx_status (*conv2d_backward_weights)(const struct mpx_backend *be, const mpx_conv2d_attr *a,
+                                          const mpx_tensor *dy, const mpx_tensor *x, mpx_tensor *dw,
+                                          mpx_tensor *db);
+    mpx_status (*batchnorm_forward)(const struct mpx_backend *be, const mpx_batchnorm_attr *a,
+                                    const mpx_tensor *x, const mpx_tensor *gamma,
+                                    const mpx_tensor *beta, mpx_tensor *running_mean,
+                                    mpx_tensor *running_var, mpx_tensor *save_mean,
+                                    mpx_tensor *save_invstd, mpx_tensor *y);
+    mpx_status (*batchnorm_backward)(const struct mpx_backend *be, const mpx_batchnorm_attr *a,
+                                     const mpx_tensor *dy, const mpx_tensor *x,
+                                     const mpx_tensor *gamma, const mpx_tensor *beta,
+                                     const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
+                                     mpx_tensor *dx, mpx_tensor *dgamma, mpx_tensor *dbeta);
+    mpx_status (*relu_forward)(const struct mpx_backend *be, const mpx_tensor *x, mpx_tensor *y);
+    mpx_status (*relu_backward)(const struct mpx_backend *be, const mpx_tensor *dy,
+                                const mpx_tensor *y, mpx_tensor *dx);
+    mpx_status (*maxpool2d_forward)(const struct mpx_backend *be, const mpx_pool2d_attr *a,
+                                    const mpx_tensor *x, mpx_tensor *y);
+    mpx_status (*maxpool2d_backward)(const struct mpx_backend *be, const mpx_pool2d_attr *a,
+                                     const mpx_tensor *dy, const mpx_tensor *x, const mpx_tensor *y,
+                                     mpx_tensor *dx);
+    mpx_status (*avgpool_global_forward)(const struct mpx_backend *be, const mpx_tensor *x,
+                                         mpx_tensor *y);
+    mpx_status (*avgpool_global_backward)(const struct mpx_backend *be, const mpx_tensor *dy,
+                                          mpx_tensor *dx);
+    mpx_status (*linear_forward)(const struct mpx_backend *be, const mpx_tensor *x,
+                                 const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y);
+    mpx_status (*linear_backward_data)(const struct mpx_backend *be, const mpx_tensor *dy,
+                                       const mpx_tensor *w, mpx_tensor *dx);
+    mpx_status (*linear_backward_weights)(const struct mpx_backend *be, const mpx_tensor *dy,
+                                          const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db);
+    mpx_status (*add_forward)(const struct mpx_backend *be, const mpx_tensor *a,
+                              const mpx_tensor *b, mpx_tensor *y);
     /* Optional: y = max(a + b, 0) (ops.h); with it the executor fuses an add into the ReLU that
      * is its sole consumer. */
-    mpx_status (*add_relu_forward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*softmax_ce_forward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
-                                     mpx_tensor *);
-    mpx_status (*softmax_ce_backward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*add_relu_forward)(const struct mpx_backend *be, const mpx_tensor *a,
+                                   const mpx_tensor *b, mpx_tensor *y);
+    mpx_status (*softmax_ce_forward)(const struct mpx_backend *be, const mpx_tensor *logits,
+                                     const mpx_tensor *labels, mpx_tensor *loss, mpx_tensor *probs);
+    mpx_status (*softmax_ce_backward)(const struct mpx_backend *be, const mpx_tensor *probs,
+                                      const mpx_tensor *labels, mpx_tensor *dlogits);
 
     /* transformer operators */
-    mpx_status (*linear_t_forward)(const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
-                                   mpx_tensor *);
-    mpx_status (*linear_t_backward_data)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*linear_t_backward_weights)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
-                                            mpx_tensor *);
+    mpx_status (*linear_t_forward)(const struct mpx_backend *be, const mpx_tensor *x,
+                                   const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y);
+    mpx_status (*linear_t_backward_data)(const struct mpx_backend *be, const mpx_tensor *dy,
+                                         const mpx_tensor *w, mpx_tensor *dx);
+    mpx_status (*linear_t_backward_weights)(const struct mpx_backend *be, const mpx_tensor *dy,
+                                            const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db);
     /* Optional: linear_forward / linear_t_forward for the rows a loss reads (ops.h:
      * mpx_linear_forward_rows_cpu): x, w, b, an I32 mask [M] (rows with a negative mask are
      * written 0, not computed), y. The executor calls it for a layer whose only reader is a
      * softmax cross-entropy, with that loss's labels; NULL: every row is computed. */
-    mpx_status (*linear_forward_rows)(const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
-                                      const mpx_tensor *, mpx_tensor *);
-    mpx_status (*linear_t_forward_rows)(const mpx_tensor *, const mpx_tensor *,
-                                        const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*layernorm_forward)(float, const mpx_tensor *, const mpx_tensor *,
-                                    const mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *);
-    mpx_status (*layernorm_backward)(const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
-                                     const mpx_tensor *, const mpx_tensor *, mpx_tensor *,
-                                     mpx_tensor *, mpx_tensor *);
-    mpx_status (*gelu_forward)(const mpx_tensor *, mpx_tensor *);
-    mpx_status (*gelu_backward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*embedding_forward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*embedding_backward)(const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*bmm_forward)(const mpx_bmm_attr *, const mpx_tensor *, const mpx_tensor *,
-                              mpx_tensor *);
-    mpx_status (*bmm_backward)(const mpx_bmm_attr *, const mpx_tensor *, const mpx_tensor *,
-                               const mpx_tensor *, mpx_tensor *, mpx_tensor *);
-    mpx_status (*softmax_forward)(float, const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*softmax_backward)(float, const mpx_tensor *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*dropout_forward)(const mpx_dropout_attr *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*dropout_backward)(const mpx_dropout_attr *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*permute_forward)(const int *, const mpx_tensor *, mpx_tensor *);
-    mpx_status (*permute_backward)(const int *, const mpx_tensor *, mpx_tensor *);
+    mpx_status (*linear_forward_rows)(const struct mpx_backend *be, const mpx_tensor *x,
+                                      const mpx_tensor *w, const mpx_tensor *b,
+                                      const mpx_tensor *mask, mpx_tensor *y);
+    mpx_status (*linear_t_forward_rows)(const struct mpx_backend *be, const mpx_tensor *x,
+                                        const mpx_tensor *w, const mpx_tensor *b,
+                                        const mpx_tensor *mask, mpx_tensor *y);
+    mpx_status (*layernorm_forward)(const struct mpx_backend *be, float eps, const mpx_tensor *x,
+                                    const mpx_tensor *gamma, const mpx_tensor *beta,
+                                    mpx_tensor *save_mean, mpx_tensor *save_invstd, mpx_tensor *y);
+    mpx_status (*layernorm_backward)(const struct mpx_backend *be, const mpx_tensor *dy,
+                                     const mpx_tensor *x, const mpx_tensor *gamma,
+                                     const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
+                                     mpx_tensor *dx, mpx_tensor *dgamma, mpx_tensor *dbeta);
+    mpx_status (*gelu_forward)(const struct mpx_backend *be, const mpx_tensor *x, mpx_tensor *y);
+    mpx_status (*gelu_backward)(const struct mpx_backend *be, const mpx_tensor *dy,
+                                const mpx_tensor *x, mpx_tensor *dx);
+    mpx_status (*embedding_forward)(const struct mpx_backend *be, const mpx_tensor *ids,
+                                    const mpx_tensor *table, mpx_tensor *y);
+    mpx_status (*embedding_backward)(const struct mpx_backend *be, const mpx_tensor *dy,
+                                     const mpx_tensor *ids, mpx_tensor *dtable);
+    mpx_status (*bmm_forward)(const struct mpx_backend *be, const mpx_bmm_attr *at,
+                              const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *c);
+    mpx_status (*bmm_backward)(const struct mpx_backend *be, const mpx_bmm_attr *at,
+                               const mpx_tensor *dc, const mpx_tensor *a, const mpx_tensor *b,
+                               mpx_tensor *da, mpx_tensor *db);
+    mpx_status (*softmax_forward)(const struct mpx_backend *be, float scale, const mpx_tensor *x,
+                                  const mpx_tensor *mask, mpx_tensor *y);
+    mpx_status (*softmax_backward)(const struct mpx_backend *be, float scale, const mpx_tensor *dy,
+                                   const mpx_tensor *y, mpx_tensor *dx);
+    mpx_status (*dropout_forward)(const struct mpx_backend *be, const mpx_dropout_attr *a,
+                                  const mpx_tensor *x, mpx_tensor *y);
+    mpx_status (*dropout_backward)(const struct mpx_backend *be, const mpx_dropout_attr *a,
+                                   const mpx_tensor *dy, mpx_tensor *dx);
+    mpx_status (*permute_forward)(const struct mpx_backend *be, const int *perm,
+                                  const mpx_tensor *x, mpx_tensor *y);
+    mpx_status (*permute_backward)(const struct mpx_backend *be, const int *perm,
+                                   const mpx_tensor *dy, mpx_tensor *dx);
 
     /* Optional (NULL: none): backward-data with the result multiplied by `scale` (a power of
      * two) before its one rounding into dx — a layer's adaptive factor applied in the op, so
      * that the executor can let it write a 16-bit dx directly (graph_exec.c: grad_direct)
      * where the factor is not 1. Same arguments as the plain entries otherwise. */
-    mpx_status (*conv2d_backward_data_scaled)(const mpx_conv2d_attr *, float, const mpx_tensor *,
-                                              const mpx_tensor *, mpx_tensor *);
-    mpx_status (*linear_backward_data_scaled)(float, const mpx_tensor *, const mpx_tensor *,
-                                              mpx_tensor *);
-    mpx_status (*linear_t_backward_data_scaled)(float, const mpx_tensor *, const mpx_tensor *,
-                                                mpx_tensor *);
+    mpx_status (*conv2d_backward_data_scaled)(const struct mpx_backend *be,
+                                              const mpx_conv2d_attr *a, float scale,
+                                              const mpx_tensor *dy, const mpx_tensor *w,
+                                              mpx_tensor *dx);
+    mpx_status (*linear_backward_data_scaled)(const struct mpx_backend *be, float scale,
+                                              const mpx_tensor *dy, const mpx_tensor *w,
+                                              mpx_tensor *dx);
+    mpx_status (*linear_t_backward_data_scaled)(const struct mpx_backend *be, float scale,
+                                                const mpx_tensor *dy, const mpx_tensor *w,
+                                                mpx_tensor *dx);
 
     /* detection: the MultiBox loss (ssd.h) */
-    mpx_status (*multibox_forward)(const mpx_multibox_attr *, const mpx_tensor *,
-                                   const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
-                                   const mpx_tensor *, mpx_tensor *, mpx_tensor *, mpx_tensor *,
-                                   mpx_tensor *, mpx_tensor *);
-    mpx_status (*multibox_backward)(const mpx_multibox_attr *, const mpx_tensor *,
-                                    const mpx_tensor *, const mpx_tensor *, const mpx_tensor *,
-                                    mpx_tensor *, mpx_tensor *);
+    mpx_status (*multibox_forward)(const struct mpx_backend *be, const mpx_multibox_attr *a,
+                                   const mpx_tensor *conf, const mpx_tensor *loc,
+                                   const mpx_tensor *priors, const mpx_tensor *gt_boxes,
+                                   const mpx_tensor *gt_labels, mpx_tensor *workspace,
+                                   mpx_tensor *loss, mpx_tensor *probs, mpx_tensor *target,
+                                   mpx_tensor *loc_target);
+    mpx_status (*multibox_backward)(const struct mpx_backend *be, const mpx_multibox_attr *a,
+                                    const mpx_tensor *probs, const mpx_tensor *target,
+                                    const mpx_tensor *loc, const mpx_tensor *loc_target,
+                                    mpx_tensor *dconf, mpx_tensor *dloc);
 } mpx_backend;
 
 /* The backend for a device, or NULL (with a message) when it is not built or has no device. */
