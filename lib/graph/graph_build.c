@@ -85,15 +85,15 @@ static gnode *add_node(mpx_graph *g, op_kind op, const char *name, const int *in
     }
     gtensor *t = &g->tensors[g->n_tensors];
     memset(t, 0, sizeof *t);
-    t->q_step = -1;
+    t->pass.q_step = -1;
     snprintf(t->name, MPX_NAME_MAX, "%s", name);
     t->ndim = ndim;
     memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->numel = mpx_shape_numel(ndim, shape);
     t->role = MPX_ROLE_ACTIVATION;
     t->producer = g->n_nodes;
-    for (int k = 0; k < 4; k++) t->observer[k] = -1;
-    t->grad_scale = 1.0;
+    for (int k = 0; k < 4; k++) t->plan.observer[k] = -1;
+    t->pass.grad_scale = 1.0;
 
     gnode *n = &g->nodes[g->n_nodes];
     memset(n, 0, sizeof *n);
@@ -114,7 +114,7 @@ static gnode *add_node(mpx_graph *g, op_kind op, const char *name, const int *in
     n->out = g->n_tensors;
     n->buffer[0] = n->buffer[1] = -1;
     n->layer = -1;
-    n->s_prev = n->layer_scale = 1.0;
+    n->sc.s_prev = n->sc.layer_scale = 1.0;
     g->n_tensors++;
     g->n_nodes++;
     return n;
@@ -220,8 +220,8 @@ int mpx_g_batchnorm(mpx_graph *g, const char *name, int x, float eps, float mome
     add_param(g, n, "beta", MPX_ROLE_NORM_PARAM, 1, cs, 0, (mpx_init){MPX_INIT_CONST, 0});
     n->buffer[0] = add_buffer(g, n, "running_mean", c);
     n->buffer[1] = add_buffer(g, n, "running_var", c);
-    n->n_aux = 2; /* save_mean, save_invstd */
-    n->aux_numel[0] = n->aux_numel[1] = c;
+    n->plan.n_aux = 2; /* save_mean, save_invstd */
+    n->plan.aux_numel[0] = n->plan.aux_numel[1] = c;
     observe(g, n);
     return g->status == MPX_OK ? n->out : -1;
 }
@@ -316,8 +316,8 @@ int mpx_g_softmax_ce(mpx_graph *g, const char *name, int logits, int labels) {
     if (!n) return -1;
     g->tensors[n->out].role = MPX_ROLE_REDUCTION;
     n->seeds_gradient = 1;
-    n->n_aux = 1; /* probs [rows, K] */
-    n->aux_numel[0] = lt->numel;
+    n->plan.n_aux = 1; /* probs [rows, K] */
+    n->plan.aux_numel[0] = lt->numel;
     g->loss_tensor = n->out;
     observe(g, n);
     return g->status == MPX_OK ? n->out : -1;
@@ -367,8 +367,8 @@ int mpx_g_layernorm(mpx_graph *g, const char *name, int x, float eps) {
     n->attr.ln.eps = eps;
     add_param(g, n, "gamma", MPX_ROLE_NORM_PARAM, 1, cs, 0, (mpx_init){MPX_INIT_CONST, 1.0f});
     add_param(g, n, "beta", MPX_ROLE_NORM_PARAM, 1, cs, 0, (mpx_init){MPX_INIT_CONST, 0.0f});
-    n->n_aux = 2; /* mean, invstd per row */
-    n->aux_numel[0] = n->aux_numel[1] = xt->numel / c;
+    n->plan.n_aux = 2; /* mean, invstd per row */
+    n->plan.aux_numel[0] = n->plan.aux_numel[1] = xt->numel / c;
     observe(g, n);
     return g->status == MPX_OK ? n->out : -1;
 }
@@ -530,14 +530,14 @@ int mpx_g_multibox(mpx_graph *g, const char *name, int conf, int loc, int gt_box
     n->attr.multibox.neg_per_pos = neg_per_pos;
     /* aux: priors [P,4] (constant), probs [B,P,C], target I32 [B,P], loc_target [B,P,4],
      * workspace U8 */
-    n->n_aux = 5;
-    n->aux_numel[0] = P * 4;
-    n->aux_numel[1] = B * P * C;
-    n->aux_numel[2] = B * P;
-    n->aux_dtype[2] = MPX_I32;
-    n->aux_numel[3] = B * P * 4;
-    n->aux_numel[4] = (int64_t)mpx_multibox_workspace_bytes(B, P, G);
-    n->aux_dtype[4] = MPX_U8;
+    n->plan.n_aux = 5;
+    n->plan.aux_numel[0] = P * 4;
+    n->plan.aux_numel[1] = B * P * C;
+    n->plan.aux_numel[2] = B * P;
+    n->plan.aux_dtype[2] = MPX_I32;
+    n->plan.aux_numel[3] = B * P * 4;
+    n->plan.aux_numel[4] = (int64_t)mpx_multibox_workspace_bytes(B, P, G);
+    n->plan.aux_dtype[4] = MPX_U8;
     n->aux_init = malloc((size_t)P * 4 * sizeof(float));
     if (!n->aux_init) return graph_fail(g, mpx_fail(MPX_ERR_NOMEM, "out of memory"));
     memcpy(n->aux_init, priors, (size_t)P * 4 * sizeof(float));

@@ -93,8 +93,9 @@ static void grad_span(const mpx_graph *g, const gtensor *t, int *first, int *las
         if (t->consumers[c] > last_consumer) last_consumer = t->consumers[c];
     int reader = t->producer;
     const gnode *pr = &g->nodes[reader];
-    if (pr->op == OP_RELU && pr->fused_into >= 0 && g->nodes[pr->fused_into].op == OP_BATCHNORM)
-        reader = pr->fused_into;
+    if (pr->op == OP_RELU && pr->plan.fused_into >= 0 &&
+        g->nodes[pr->plan.fused_into].op == OP_BATCHNORM)
+        reader = pr->plan.fused_into;
     *last = nn - 1 - reader;
     *first = nn - 1 - last_consumer;
 }
@@ -117,17 +118,18 @@ static void grad_specs(mpx_graph *g, spec_list *l) {
         block[i] = l->n;
         /* a fan-out gradient is only materialised at its producer's backward (the merge) */
         const int gfirst = g->keep_grads ? 0 : t->n_consumers > 1 ? last : first;
-        add_spec(l, AR_GRADS, (size_t)t->numel * mpx_dtype_size(t->grad_dtype), gfirst,
-                 g->keep_grads ? nn : last, &t->grad);
+        add_spec(l, AR_GRADS, (size_t)t->numel * mpx_dtype_size(t->plan.grad_dtype), gfirst,
+                 g->keep_grads ? nn : last, &t->plan.grad);
         if (t->n_consumers > 1)
             for (int c = 0; c < t->n_consumers; c++)
                 add_spec(l, AR_BRANCHES, (size_t)t->numel * sizeof(float), nn - 1 - t->consumers[c],
-                         last, &t->branch[c]);
-        if (t->needs_shadow)
-            add_spec(l, AR_BRANCHES, (size_t)t->numel * sizeof(float), gfirst, last, &t->shadow);
+                         last, &t->plan.branch[c]);
+        if (t->plan.needs_shadow)
+            add_spec(l, AR_BRANCHES, (size_t)t->numel * sizeof(float), gfirst, last,
+                     &t->plan.shadow);
     }
     for (int i = 0; i < g->n_tensors && l->cap; i++) {
-        const int r = g->tensors[i].grad_root;
+        const int r = g->tensors[i].plan.grad_root;
         if (r == i || block[i] < 0 || block[r] < 0) continue;
         buf_spec *own = &l->v[block[i]], *root = &l->v[block[r]];
         if (own->b.first < root->b.first) root->b.first = own->b.first;
@@ -142,21 +144,23 @@ static void grad_specs(mpx_graph *g, spec_list *l) {
 static mpx_status collect_specs(mpx_graph *g, spec_list *l) {
     int n = g->n_buffers + 3 * g->n_params; /* a value, a gradient, branches and a shadow each */
     for (int i = 0; i < g->n_tensors; i++) n += 3 + g->tensors[i].n_consumers;
-    for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].n_aux;
+    for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].plan.n_aux;
     l->v = calloc((size_t)n + 1, sizeof *l->v);
     l->n = 0;
     l->cap = l->v ? n + 1 : 0;
     for (int i = 0; i < g->n_tensors && l->cap; i++) { /* an elided value takes no memory */
         gtensor *t = &g->tensors[i];
-        t->value = NULL;
-        if (!t->elided)
-            add_spec(l, AR_VALUES, (size_t)t->numel * mpx_dtype_size(t->dtype), 0, 0, &t->value);
+        t->plan.value = NULL;
+        if (!t->plan.elided)
+            add_spec(l, AR_VALUES, (size_t)t->numel * mpx_dtype_size(t->plan.dtype), 0, 0,
+                     &t->plan.value);
     }
     for (int i = 0; i < g->n_nodes && l->cap; i++)
-        for (int a = 0; a < g->nodes[i].n_aux; a++)
+        for (int a = 0; a < g->nodes[i].plan.n_aux; a++)
             add_spec(l, AR_SAVED,
-                     (size_t)g->nodes[i].aux_numel[a] * mpx_dtype_size(g->nodes[i].aux_dtype[a]), 0,
-                     0, &g->nodes[i].aux[a]);
+                     (size_t)g->nodes[i].plan.aux_numel[a] *
+                         mpx_dtype_size(g->nodes[i].plan.aux_dtype[a]),
+                     0, 0, &g->nodes[i].plan.aux[a]);
     for (int i = 0; i < g->n_buffers && l->cap; i++)
         add_spec(l, AR_SAVED, (size_t)g->buffers[i].numel * sizeof(float), 0, 0,
                  &g->buffers[i].data);
@@ -212,8 +216,8 @@ static void plan_addresses(mpx_graph *g, const spec_list *l, void *const base[AR
         if (l->v[i].dst) *l->v[i].dst = (char *)base[l->v[i].arena] + l->v[i].b.offset;
     for (int i = 0; i < g->n_tensors; i++) {
         gtensor *t = &g->tensors[i];
-        if (t->grad_root != i && g->tensors[t->grad_root].grad)
-            t->grad = g->tensors[t->grad_root].grad;
+        if (t->plan.grad_root != i && g->tensors[t->plan.grad_root].plan.grad)
+            t->plan.grad = g->tensors[t->plan.grad_root].plan.grad;
     }
     for (int i = 0; i < g->n_params; i++)
         if (g->params[i].work_dtype == MPX_F32) g->params[i].work = g->params[i].master;
@@ -258,10 +262,10 @@ static mpx_status plan_and_allocate(mpx_graph *g) {
 /* Register layer l as an observer of tensor t's gradient counts (at most four per tensor). */
 static mpx_status add_observer(gtensor *t, int l) {
     int slot = 0;
-    while (slot < 4 && t->observer[slot] >= 0) slot++;
+    while (slot < 4 && t->plan.observer[slot] >= 0) slot++;
     if (slot == 4)
         return mpx_fail(MPX_ERR_INTERNAL, "tensor '%s' observed by more than four layers", t->name);
-    t->observer[slot] = l;
+    t->plan.observer[slot] = l;
     return MPX_OK;
 }
 
@@ -280,10 +284,11 @@ static void plan_shared_grads(mpx_graph *g) {
         const gtensor *out = &g->tensors[n->out];
         for (int s = 0; s < n->n_in; s++) {
             gtensor *t = &g->tensors[n->in[s]];
-            if (!t->requires_grad || t->n_consumers != 1 || t->needs_shadow ||
-                (t->observer[0] >= 0 && !t->shadow_counted) || t->grad_dtype != out->grad_dtype)
+            if (!t->requires_grad || t->n_consumers != 1 || t->plan.needs_shadow ||
+                (t->plan.observer[0] >= 0 && !t->plan.shadow_counted) ||
+                t->plan.grad_dtype != out->plan.grad_dtype)
                 continue;
-            t->grad_root = out->grad_root;
+            t->plan.grad_root = out->plan.grad_root;
             g->n_shared++;
         }
     }
@@ -301,13 +306,13 @@ static void plan_bn_inplace_grads(mpx_graph *g) {
     if (g->keep_grads) return;
     for (int i = 0; i < g->n_nodes; i++) {
         const gnode *n = &g->nodes[i];
-        if (n->op != OP_BATCHNORM || n->fused_relu < 0) continue;
+        if (n->op != OP_BATCHNORM || n->plan.fused_relu < 0) continue;
         gtensor *in = &g->tensors[n->in[0]];
-        const gtensor *y = &g->tensors[g->nodes[n->fused_relu].out];
-        if (!in->requires_grad || in->n_consumers != 1 || in->grad_root != n->in[0] ||
-            in->grad_dtype != y->grad_dtype)
+        const gtensor *y = &g->tensors[g->nodes[n->plan.fused_relu].out];
+        if (!in->requires_grad || in->n_consumers != 1 || in->plan.grad_root != n->in[0] ||
+            in->plan.grad_dtype != y->plan.grad_dtype)
             continue;
-        in->grad_root = y->grad_root;
+        in->plan.grad_root = y->plan.grad_root;
     }
 }
 
@@ -323,11 +328,12 @@ static void plan_bn_inplace_grads(mpx_graph *g) {
 static void plan_fusion(mpx_graph *g) {
     g->n_fused = g->n_shared = 0;
     for (int i = 0; i < g->n_tensors; i++) {
-        g->tensors[i].elided = 0;
-        g->tensors[i].round_id = i;
-        g->tensors[i].grad_root = i;
+        g->tensors[i].plan.elided = 0;
+        g->tensors[i].plan.round_id = i;
+        g->tensors[i].plan.grad_root = i;
     }
-    for (int i = 0; i < g->n_nodes; i++) g->nodes[i].fused_relu = g->nodes[i].fused_into = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        g->nodes[i].plan.fused_relu = g->nodes[i].plan.fused_into = -1;
     if (g->no_fusion) return;
     for (int i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];
@@ -336,10 +342,10 @@ static void plan_fusion(mpx_graph *g) {
         if (t->n_consumers != 1) continue;
         gnode *r = &g->nodes[t->consumers[0]];
         if (r->op != OP_RELU) continue;
-        n->fused_relu = t->consumers[0];
-        r->fused_into = i;
-        t->elided = 1;
-        g->tensors[r->out].round_id = n->out;
+        n->plan.fused_relu = t->consumers[0];
+        r->plan.fused_into = i;
+        t->plan.elided = 1;
+        g->tensors[r->out].plan.round_id = n->out;
         g->n_fused++;
     }
     plan_shared_grads(g);
@@ -353,7 +359,7 @@ void mpx_graph_fuse(mpx_graph *g, int on) { g->no_fusion = !on; }
  * 0 — the loss never reads them (softmax_ce.c) and nothing else can — and their gradient is zero,
  * which the linear backward skips by itself (linear.c). */
 static void plan_loss_rows(mpx_graph *g) {
-    for (int i = 0; i < g->n_nodes; i++) g->nodes[i].loss_rows = -1;
+    for (int i = 0; i < g->n_nodes; i++) g->nodes[i].plan.loss_rows = -1;
     if (g->all_rows) return;
     for (int i = 0; i < g->n_nodes; i++) {
         const gnode *ce = &g->nodes[i];
@@ -363,7 +369,7 @@ static void plan_loss_rows(mpx_graph *g) {
         gnode *p = &g->nodes[logits->producer];
         if ((p->op == OP_LINEAR && g->be->linear_forward_rows) ||
             (p->op == OP_LINEAR_T && g->be->linear_t_forward_rows))
-            p->loss_rows = ce->in[1];
+            p->plan.loss_rows = ce->in[1];
     }
 }
 
@@ -393,8 +399,8 @@ static mpx_status init_state(mpx_graph *g, uint64_t seed) {
     /* Constant saved state the builder computed (SSD priors). */
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].aux_init)
-            g->be->upload(g->be, g->nodes[i].aux[0], g->nodes[i].aux_init,
-                          (size_t)g->nodes[i].aux_numel[0] * sizeof(float));
+            g->be->upload(g->be, g->nodes[i].plan.aux[0], g->nodes[i].aux_init,
+                          (size_t)g->nodes[i].plan.aux_numel[0] * sizeof(float));
     return mpx_graph_sync_weights(g, 0);
 }
 
@@ -431,9 +437,9 @@ mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *prec,
     for (int i = 0; i < g->n_tensors; i++) {
         gtensor *t = &g->tensors[i];
         const gnode *n = &g->nodes[t->producer];
-        t->dtype = t->is_label ? MPX_I32 : mpx_precision_dtype(prec, t->role);
-        if (n->op == OP_INPUT && t->role == MPX_ROLE_REDUCTION) t->dtype = MPX_F32;
-        t->grad_dtype = mpx_precision_dtype(prec, MPX_ROLE_ACT_GRAD);
+        t->plan.dtype = t->is_label ? MPX_I32 : mpx_precision_dtype(prec, t->role);
+        if (n->op == OP_INPUT && t->role == MPX_ROLE_REDUCTION) t->plan.dtype = MPX_F32;
+        t->plan.grad_dtype = mpx_precision_dtype(prec, MPX_ROLE_ACT_GRAD);
         t->requires_grad = !t->is_label && n->op != OP_INPUT && t->role == MPX_ROLE_ACTIVATION &&
                            n->n_param > 0;
         for (int k = 0; k < n->n_in && !t->requires_grad; k++)
@@ -465,9 +471,9 @@ mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *prec,
         for (int cur = ti; g->tensors[cur].n_consumers == 1;) {
             const gnode *c = &g->nodes[g->tensors[cur].consumers[0]];
             if (!op_moves_values(c->op)) break;
-            t->shadow_counted = 1;
+            t->plan.shadow_counted = 1;
             cur = c->out;
-            g->tensors[cur].needs_shadow = 1;
+            g->tensors[cur].plan.needs_shadow = 1;
         }
     }
 
@@ -551,8 +557,8 @@ void mpx_graph_layer(const mpx_graph *g, int i, mpx_layer_info *out) {
 
 void mpx_graph_layer_scale(const mpx_graph *g, int layer, double *s_prev, double *s) {
     const gnode *n = &g->nodes[g->layer_node[layer]];
-    *s_prev = n->s_prev;
-    *s = n->layer_scale;
+    *s_prev = n->sc.s_prev;
+    *s = n->sc.layer_scale;
 }
 
 void mpx_graph_keep_grads(mpx_graph *g, int keep) { g->keep_grads = keep; }
@@ -561,15 +567,15 @@ int mpx_graph_n_nodes(const mpx_graph *g) { return g->n_nodes; }
 
 void mpx_graph_get_node_state(const mpx_graph *g, int node, mpx_node_state *s) {
     const gnode *n = &g->nodes[node];
-    *s = (mpx_node_state){n->s_prev, n->layer_scale, n->als_unbound, n->als_valid};
+    *s = (mpx_node_state){n->sc.s_prev, n->sc.layer_scale, n->sc.unbound, n->sc.valid};
 }
 
 void mpx_graph_set_node_state(mpx_graph *g, int node, const mpx_node_state *s) {
     gnode *n = &g->nodes[node];
-    n->s_prev = s->s_prev;
-    n->layer_scale = s->layer_scale;
-    n->als_unbound = s->als_unbound;
-    n->als_valid = s->als_valid;
+    n->sc.s_prev = s->s_prev;
+    n->sc.layer_scale = s->layer_scale;
+    n->sc.unbound = s->als_unbound;
+    n->sc.valid = s->als_valid;
 }
 
 const mpx_backend *mpx_graph_backend(const mpx_graph *g) { return g->be; }

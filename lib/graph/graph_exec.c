@@ -45,16 +45,17 @@ mpx_status mpx_graph_forward(mpx_graph *g, int training) {
         mpx_status st = node_forward(g, n, training);
         g->gemm_views = 0;
         if (g->profile) {
-            n->prof_fwd += profile_clock(g) - t0;
-            n->prof_calls++;
-            if (g->be->skipped_flops) n->prof_skipped += g->be->skipped_flops(g->be) - skipped0;
+            n->prof.fwd += profile_clock(g) - t0;
+            n->prof.calls++;
+            if (g->be->skipped_flops) n->prof.skipped += g->be->skipped_flops(g->be) - skipped0;
         }
         if (st != MPX_OK) return mpx_fail_context(st, "forward of %s '%s'", op_name(n->op), n->name);
     }
     /* The loss stays on the device until the host asks (mpx_graph_loss) or the backward pass
      * reads it with the non-finite count: no wait here. */
     if (g->loss_tensor >= 0)
-        g->be->copy(g->be, &g->dev_status->loss, g->tensors[g->loss_tensor].value, sizeof(float));
+        g->be->copy(g->be, &g->dev_status->loss, g->tensors[g->loss_tensor].plan.value,
+                    sizeof(float));
     g->status_fresh = g->sums_fresh = 0;
     mpx_status st = g->be->last_error(g->be);
     return st == MPX_OK ? MPX_OK : mpx_fail_context(st, "forward pass");
@@ -116,31 +117,32 @@ static mpx_status merge_branches_reference(mpx_graph *g, int tensor, const int *
                                            const double *S, const double *P) {
     gtensor *t = &g->tensors[tensor];
     const size_t n = (size_t)t->numel;
-    const mpx_dtype dt = t->grad_dtype;
+    const mpx_dtype dt = t->plan.grad_dtype;
     float a[MAX_CONSUMERS];
     double stored[MAX_CONSUMERS];
-    for (int i = 0; i < k; i++) g->be->absmax_to(g->be, t->branch[idx[i]], n, &g->merge_slots[i]);
+    for (int i = 0; i < k; i++)
+        g->be->absmax_to(g->be, t->plan.branch[idx[i]], n, &g->merge_slots[i]);
     g->be->download(g->be, a, g->merge_slots, (size_t)k * sizeof(float));
     /* rounding is monotone: the stored branch's magnitude is the rounded magnitude */
     for (int i = 0; i < k; i++) stored[i] = mpx_round_to(dt, (float)((double)a[i] * P[i]));
-    const double target = mpx_als_merge_target(g->bw->scaling, k, S, stored);
+    const double target = mpx_als_merge_target(g->pass->bw->scaling, k, S, stored);
     if (!(target > 0))
         return mpx_fail(MPX_ERR_NUMERIC,
                         "adaptive merge of '%s' (precision.als = reference): no target scale keeps "
                         "the largest stored branch magnitude %g below u_max = %g (the 2019 code "
                         "raises \"Cannot find a suitable target\" here)",
-                        t->name, stored[0], g->bw->scaling->u_max);
-    if (act_stats(g, t) || (g->bw->stats && t->needs_shadow)) {
+                        t->name, stored[0], g->pass->bw->scaling->u_max);
+    if (act_stats(g, t) || (g->pass->bw->stats && t->plan.needs_shadow)) {
         float *sum = scratch_take(g, t->numel);
         if (!sum) return scratch_fail(g, t->name);
         g->be->zero(g->be, sum, n * sizeof(float));
         for (int i = 0; i < k; i++)
-            g->be->accumulate(g->be, sum, t->branch[idx[i]], n, (float)(P[i] * target / S[i]));
+            g->be->accumulate(g->be, sum, t->plan.branch[idx[i]], n, (float)(P[i] * target / S[i]));
         cast_grad(g, tensor, sum, 1.0, NULL);
     }
-    float *acc = t->branch[idx[0]];
+    float *acc = t->plan.branch[idx[0]];
     for (int i = 0; i < k; i++) {
-        float *b = t->branch[idx[i]];
+        float *b = t->plan.branch[idx[i]];
         MPX_TRY(round_in_format(g, dt, P[i], b, n));          /* the consumer's store */
         MPX_TRY(round_in_format(g, dt, target / S[i], b, n)); /* g.array *= target / S_i */
         if (i == 0) continue;
@@ -148,10 +150,10 @@ static mpx_status merge_branches_reference(mpx_graph *g, int tensor, const int *
         if (i + 1 < k) MPX_TRY(round_in_format(g, dt, 1.0, acc, n));
     }
     mpx_cast_spec s = mpx_cast_plain(dt);
-    g->be->cast(g->be, &s, acc, t->grad, n);
+    g->be->cast(g->be, &s, acc, t->plan.grad, n);
     scratch_reset(g);
-    t->grad_scale = target;
-    t->grad_ready = 1;
+    t->pass.grad_scale = target;
+    t->pass.grad_ready = 1;
     return MPX_OK;
 }
 
@@ -169,51 +171,51 @@ static mpx_status merge_branches(mpx_graph *g, int tensor) {
     int idx[MAX_CONSUMERS], k = 0;
     double S[MAX_CONSUMERS], P[MAX_CONSUMERS];
     for (int c = 0; c < t->n_consumers; c++)
-        if (t->branch_ready & (1u << c)) {
+        if (t->pass.branch_ready & (1u << c)) {
             idx[k] = c;
-            S[k] = t->branch_scale[c];
-            P[k] = t->branch_pending[c];
+            S[k] = t->pass.branch_scale[c];
+            P[k] = t->pass.branch_pending[c];
             k++;
         }
     if (k == 0) return MPX_OK;
-    if (g->layerwise && g->bw->scaling->als == MPX_ALS_REFERENCE && k > 1)
+    if (g->pass->layerwise && g->pass->bw->scaling->als == MPX_ALS_REFERENCE && k > 1)
         return merge_branches_reference(g, tensor, idx, k, S, P);
-    if (!g->layerwise)
+    if (!g->pass->layerwise)
         for (int i = 1; i < k; i++)
-            if (S[i] != S[0] || t->branch_pending[idx[i]] != 1.0f)
+            if (S[i] != S[0] || t->pass.branch_pending[idx[i]] != 1.0f)
                 return mpx_fail(MPX_ERR_INTERNAL, "branches of '%s' carry scales %g and %g",
                                 t->name, S[0], S[i]);
     /* Branch i enters the sum times T0 / S_i and its pending factor P_i (slot i: the magnitude
      * of its stored values, which times P_i / S_i is unscaled as the target wants). */
     const size_t n = (size_t)t->numel;
     const double T0 = S[0] / P[0];
-    float *acc = t->branch[idx[0]], *slot = g->merge_slots;
+    float *acc = t->plan.branch[idx[0]], *slot = g->merge_slots;
     for (int i = 1; i < k; i++) {
-        if (g->layerwise)
-            g->be->accumulate_absmax(g->be, acc, t->branch[idx[i]], n, (float)(T0 / S[i] * P[i]),
-                                     i == 1 ? &slot[0] : NULL, &slot[i]);
+        if (g->pass->layerwise)
+            g->be->accumulate_absmax(g->be, acc, t->plan.branch[idx[i]], n,
+                                     (float)(T0 / S[i] * P[i]), i == 1 ? &slot[0] : NULL, &slot[i]);
         else
-            g->be->accumulate(g->be, acc, t->branch[idx[i]], n, 1.0f);
+            g->be->accumulate(g->be, acc, t->plan.branch[idx[i]], n, 1.0f);
     }
     double target = S[0];
     /* A single branch under als = reference is no merge: the code sums nothing there. */
-    if (g->layerwise && g->bw->scaling->als != MPX_ALS_REFERENCE) {
+    if (g->pass->layerwise && g->pass->bw->scaling->als != MPX_ALS_REFERENCE) {
         if (k == 1) g->be->absmax_to(g->be, acc, n, &slot[0]);
-        if (g->speculating) {
+        if (g->pass->speculating) {
             for (int i = 1; i < k; i++) target = fmax(target, S[i]);
-            g->be->merge_check(g->be, slot, k, P, S, target, g->bw->scaling->u_max,
+            g->be->merge_check(g->be, slot, k, P, S, target, g->pass->bw->scaling->u_max,
                                &g->dev_status->merge_misses);
         } else {
             float a[MAX_CONSUMERS];
             double absmax[MAX_CONSUMERS];
             g->be->download(g->be, a, slot, (size_t)k * sizeof(float));
             for (int i = 0; i < k; i++) absmax[i] = (double)a[i] * P[i];
-            target = mpx_als_merge_target(g->bw->scaling, k, S, absmax);
+            target = mpx_als_merge_target(g->pass->bw->scaling, k, S, absmax);
         }
     }
     cast_grad(g, tensor, acc, target / T0, NULL);
-    t->grad_scale = target;
-    t->grad_ready = 1;
+    t->pass.grad_scale = target;
+    t->pass.grad_ready = 1;
     return MPX_OK;
 }
 
@@ -251,16 +253,16 @@ static mpx_status moments_later(mpx_graph *g, const mpx_tensor *v, int slot) {
 
 /* Whether a conv/linear node recomputes its unbound adaptive factor on this step. */
 static int als_update_due(const mpx_graph *g, const gnode *n) {
-    int every = g->bw->scaling->update_every > 0 ? g->bw->scaling->update_every : 1;
-    return !n->als_valid || g->step % every == 0;
+    int every = g->pass->bw->scaling->update_every > 0 ? g->pass->bw->scaling->update_every : 1;
+    return !n->sc.valid || g->step % every == 0;
 }
 
 /* The adaptive factor s of a conv/linear node from its incoming gradient and weight. */
 static mpx_status layer_factor(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *w,
                                const mpx_moments *mg, const mpx_moments *mw) {
-    const mpx_scaling_cfg *c = g->bw->scaling;
-    n->layer_scale = 1.0;
-    if (!g->layerwise || !n->is_gemm_layer) return MPX_OK;
+    const mpx_scaling_cfg *c = g->pass->bw->scaling;
+    n->sc.layer_scale = 1.0;
+    if (!g->pass->layerwise || !n->is_gemm_layer) return MPX_OK;
     if (als_update_due(g, n)) {
         mpx_moments a, b;
         if (!mg) {
@@ -275,17 +277,17 @@ static mpx_status layer_factor(mpx_graph *g, gnode *n, const mpx_tensor *dy, con
                              mw->min,  mw->max, n->fan_in, 0};
         if (c->method == MPX_SCALING_ADAPTIVE_QUANTILE) {
             const gtensor *o = &g->tensors[n->out];
-            if (o->q_step != g->step)
+            if (o->pass.q_step != g->step)
                 return mpx_fail(MPX_ERR_INTERNAL, "no pre-rounding quantile of '%s' at step %lld",
                                 o->name, (long long)g->step);
-            in.q_abs_g = o->q_pre;
-            n->als_unbound = mpx_als_quantile_unbound(c, &in);
+            in.q_abs_g = o->pass.q_pre;
+            n->sc.unbound = mpx_als_quantile_unbound(c, &in);
         } else {
-            n->als_unbound = mpx_als_unbound(c, &in);
+            n->sc.unbound = mpx_als_unbound(c, &in);
         }
-        n->als_valid = 1;
+        n->sc.valid = 1;
     }
-    n->layer_scale = mpx_als_bound(c, n->als_unbound, n->s_prev);
+    n->sc.layer_scale = mpx_als_bound(c, n->sc.unbound, n->sc.s_prev);
     return MPX_OK;
 }
 
@@ -295,9 +297,9 @@ static mpx_status layer_factor(mpx_graph *g, gnode *n, const mpx_tensor *dy, con
  * then computed from that copy (dyd) and its commit applies no factor (factor_in_dy). The weight
  * gradient still reads the unscaled dy. Other modes and a factor of 1: nothing to do. */
 static mpx_status factor_into_dy(mpx_graph *g, gnode *n, const mpx_tensor *dy, mpx_tensor *dyd) {
-    n->factor_in_dy = 0;
-    if (!g->layerwise || !n->is_gemm_layer || g->bw->scaling->als != MPX_ALS_REFERENCE ||
-        n->layer_scale == 1.0)
+    n->sc.factor_in_dy = 0;
+    if (!g->pass->layerwise || !n->is_gemm_layer ||
+        g->pass->bw->scaling->als != MPX_ALS_REFERENCE || n->sc.layer_scale == 1.0)
         return MPX_OK;
     const gtensor *out = &g->tensors[n->out];
     const float *x;
@@ -305,9 +307,9 @@ static mpx_status factor_into_dy(mpx_graph *g, gnode *n, const mpx_tensor *dy, m
     float *f = scratch_take(g, out->numel);
     if (!f) return scratch_fail(g, "the gradient times its layer's factor");
     g->be->copy(g->be, f, x, (size_t)out->numel * sizeof(float));
-    MPX_TRY(round_in_format(g, out->grad_dtype, n->layer_scale, f, (size_t)out->numel));
+    MPX_TRY(round_in_format(g, out->plan.grad_dtype, n->sc.layer_scale, f, (size_t)out->numel));
     *dyd = make_view(dy->ndim, dy->shape, MPX_F32, g->be->device, f);
-    n->factor_in_dy = 1;
+    n->sc.factor_in_dy = 1;
     return MPX_OK;
 }
 
@@ -333,38 +335,40 @@ static void set_w_stats(mpx_layer_stats *ls, const mpx_moments *m) {
  * F32). Then the batch-norm reads the ReLU output's gradient and masks it itself: one pass
  * over the activations fewer, the same bits. */
 static int relu_bwd_fused(const mpx_graph *g, const gnode *n) {
-    if (n->op != OP_RELU || n->fused_into < 0 || g->nodes[n->fused_into].op != OP_BATCHNORM)
+    if (n->op != OP_RELU || n->plan.fused_into < 0 ||
+        g->nodes[n->plan.fused_into].op != OP_BATCHNORM)
         return 0;
-    const mpx_dtype store = g->tensors[n->out].dtype;
-    return !g->bw->stats && !g->quantile_due && !g->keep_grads &&
+    const mpx_dtype store = g->tensors[n->out].plan.dtype;
+    return !g->pass->bw->stats && !g->pass->quantile_due && !g->keep_grads &&
            (g->prec.rounding == MPX_ROUND_RNE || store == MPX_F32) &&
            mpx_batchnorm_relu_threshold(store) >= 0;
 }
 
 static mpx_status backward_node(mpx_graph *g, gnode *n) {
     gtensor *out = &g->tensors[n->out];
-    mpx_layer_stats *ls = g->bw->stats && n->layer >= 0 ? &g->bw->stats[n->layer] : NULL;
+    mpx_layer_stats *ls =
+        g->pass->bw->stats && n->layer >= 0 ? &g->pass->bw->stats[n->layer] : NULL;
     scratch_reset(g);
     if (n->seeds_gradient) {
-        n->s_prev = g->bw->loss_scale;
+        n->sc.s_prev = g->pass->bw->loss_scale;
     } else {
         if (out->n_consumers > 1) {
             double t0 = g->time_scaling ? profile_clock(g) : 0;
             MPX_TRY(merge_branches(g, n->out));
             if (g->time_scaling) g->scaling_s += profile_clock(g) - t0;
         }
-        if (!out->grad_ready) return MPX_OK; /* no gradient reaches this node */
-        n->s_prev = out->grad_scale;
+        if (!out->pass.grad_ready) return MPX_OK; /* no gradient reaches this node */
+        n->sc.s_prev = out->pass.grad_scale;
     }
     if (relu_bwd_fused(g, n)) {
         /* the batch-norm before it reads this gradient and applies the ReLU's backward */
         gtensor *in = &g->tensors[n->in[0]];
-        in->grad_alias = n->out;
-        in->grad_scale = out->grad_scale;
-        in->grad_ready = 1;
+        in->pass.grad_alias = n->out;
+        in->pass.grad_scale = out->pass.grad_scale;
+        in->pass.grad_ready = 1;
         return MPX_OK;
     }
-    n->layer_scale = 1.0;
+    n->sc.layer_scale = 1.0;
 
     mpx_tensor dy, w0;
     memset(&dy, 0, sizeof dy);
@@ -374,7 +378,7 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
 
     mpx_moments mg, mw, *pmg = NULL, *pmw = NULL;
     if (ls && !n->seeds_gradient) {
-        if (g->layerwise && n->is_gemm_layer && als_update_due(g, n)) {
+        if (g->pass->layerwise && n->is_gemm_layer && als_update_due(g, n)) {
             /* the adaptive factor reads them now (layer_factor) */
             MPX_TRY(moments_into(g, &dy, pmg = &mg));
             set_g_stats(ls, &mg);
@@ -393,17 +397,17 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
 
     mpx_tensor dyd;
     MPX_TRY(factor_into_dy(g, n, &dy, &dyd));
-    MPX_TRY(node_backward(g, n, n->seeds_gradient ? NULL : &dy, n->factor_in_dy ? &dyd : NULL,
+    MPX_TRY(node_backward(g, n, n->seeds_gradient ? NULL : &dy, n->sc.factor_in_dy ? &dyd : NULL,
                           n->n_param > 0 ? &w0 : NULL));
-    if (g->bw->stats && out->needs_shadow && op_moves_values(n->op)) {
-        mpx_tensor sh = make_view(out->ndim, out->shape, MPX_F32, g->be->device, out->shadow);
+    if (g->pass->bw->stats && out->plan.needs_shadow && op_moves_values(n->op)) {
+        mpx_tensor sh = make_view(out->ndim, out->shape, MPX_F32, g->be->device, out->plan.shadow);
         scratch_reset(g); /* the regular backward is done with its views */
         MPX_TRY(node_backward_shadow(g, n, &sh));
     }
 
     if (ls) {
-        ls->scale = n->s_prev;
-        ls->layer_scale = n->layer_scale;
+        ls->scale = n->sc.s_prev;
+        ls->layer_scale = n->sc.layer_scale;
         if (n->seeds_gradient) {
             /* The loss row describes the gradient it emitted, as stored. */
             gtensor *in = &g->tensors[n->in[0]];
@@ -411,9 +415,10 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
             scratch_reset(g);
             if (in->n_consumers > 1) {
                 int c = consumer_slot(in, g->nodes, n, 0);
-                e = make_view(in->ndim, in->shape, MPX_F32, g->be->device, in->branch[c]);
+                e = make_view(in->ndim, in->shape, MPX_F32, g->be->device, in->plan.branch[c]);
             } else {
-                MPX_TRY(view_of(g, in->ndim, in->shape, in->grad_dtype, in->grad, in->name, &e));
+                MPX_TRY(view_of(g, in->ndim, in->shape, in->plan.grad_dtype, in->plan.grad,
+                                in->name, &e));
             }
             MPX_TRY(moments_later(g, &e, 2 * n->layer));
         }
@@ -423,21 +428,22 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
 
 /* One backward pass over the nodes, ending with the skip decision's wait: the loss, the
  * non-finite count, the speculative merges' misses and the gradient sums in one download. */
-static mpx_status backward_pass(mpx_graph *g, const mpx_backward_opts *o) {
+static mpx_status backward_pass(mpx_graph *g, bw_pass *p) {
+    const mpx_backward_opts *o = p->bw;
     g->be->zero(g->be, &g->dev_status->nonfinite, sizeof g->dev_status->nonfinite);
     g->be->zero(g->be, &g->dev_status->merge_misses, sizeof g->dev_status->merge_misses);
     g->status_fresh = g->sums_fresh = 0;
     /* adaptive-quantile: gradients note their quantile when any layer recomputes its factor. */
-    g->quantile_due = 0;
-    if (g->layerwise && o->scaling->method == MPX_SCALING_ADAPTIVE_QUANTILE)
+    p->quantile_due = 0;
+    if (p->layerwise && o->scaling->method == MPX_SCALING_ADAPTIVE_QUANTILE)
         for (int i = 0; i < g->n_nodes; i++)
-            if (g->nodes[i].is_gemm_layer && als_update_due(g, &g->nodes[i])) g->quantile_due = 1;
+            if (g->nodes[i].is_gemm_layer && als_update_due(g, &g->nodes[i])) p->quantile_due = 1;
     for (int i = 0; i < g->n_params; i++)
         g->be->zero(g->be, g->params[i].grad, (size_t)g->params[i].numel * sizeof(float));
     for (int i = 0; i < g->n_tensors; i++) {
-        g->tensors[i].grad_ready = 0;
-        g->tensors[i].branch_ready = 0;
-        g->tensors[i].grad_alias = -1;
+        g->tensors[i].pass.grad_ready = 0;
+        g->tensors[i].pass.branch_ready = 0;
+        g->tensors[i].pass.grad_alias = -1;
     }
     if (o->stats) {
         memset(o->stats, 0, (size_t)g->n_layers * sizeof *o->stats);
@@ -454,8 +460,8 @@ static mpx_status backward_pass(mpx_graph *g, const mpx_backward_opts *o) {
         st = backward_node(g, n);
         g->gemm_views = 0;
         if (g->profile) {
-            n->prof_bwd += profile_clock(g) - t0;
-            if (g->be->skipped_flops) n->prof_skipped += g->be->skipped_flops(g->be) - skipped0;
+            n->prof.bwd += profile_clock(g) - t0;
+            if (g->be->skipped_flops) n->prof.skipped += g->be->skipped_flops(g->be) - skipped0;
         }
         if (st != MPX_OK) st = mpx_fail_context(st, "backward of %s '%s'", op_name(n->op), n->name);
     }
@@ -486,9 +492,9 @@ static void als_cache(mpx_graph *g, int restore) {
     for (int i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];
         if (restore)
-            n->als_unbound = n->als_unbound_saved, n->als_valid = n->als_valid_saved;
+            n->sc.unbound = n->sc.unbound_saved, n->sc.valid = n->sc.valid_saved;
         else
-            n->als_unbound_saved = n->als_unbound, n->als_valid_saved = n->als_valid;
+            n->sc.unbound_saved = n->sc.unbound, n->sc.valid_saved = n->sc.valid;
     }
 }
 
@@ -497,24 +503,23 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
     if (g->loss_tensor < 0) return mpx_fail(MPX_ERR_INPUT, "the graph has no loss to differentiate");
     if (o->loss_scale <= 0 || !isfinite(o->loss_scale))
         return mpx_fail(MPX_ERR_INPUT, "loss scale %g is not a positive finite number", o->loss_scale);
-    g->bw = o;
-    declare_operands(g);
-    g->layerwise = o->scaling && mpx_scaling_is_layerwise(o->scaling->method);
-    g->step = o->step;
+    bw_pass p = {.bw = o, .layerwise = o->scaling && mpx_scaling_is_layerwise(o->scaling->method)};
     /* als = reference merges always wait (merge_branches_reference) */
-    g->speculating = g->layerwise && !g->exact_merges && o->scaling->als != MPX_ALS_REFERENCE;
-    if (g->speculating) als_cache(g, 0);
-    mpx_status st = backward_pass(g, o);
-    if (st == MPX_OK && g->speculating && g->host_status->merge_misses > 0) {
+    p.speculating = p.layerwise && !g->exact_merges && o->scaling->als != MPX_ALS_REFERENCE;
+    declare_operands(g);
+    g->step = o->step;
+    g->pass = &p;
+    if (p.speculating) als_cache(g, 0);
+    mpx_status st = backward_pass(g, &p);
+    if (st == MPX_OK && p.speculating && g->host_status->merge_misses > 0) {
         /* A merge's assumed target did not fit its magnitudes: everything after it carries the
          * wrong scales. The pass again, with merges that wait (rare: a gradient near u_max). */
         als_cache(g, 1);
-        g->speculating = 0;
+        p.speculating = 0;
         g->merge_redos++;
-        st = backward_pass(g, o);
+        st = backward_pass(g, &p);
     }
-    g->speculating = 0;
-    g->bw = NULL;
+    g->pass = NULL;
     if (nonfinite) *nonfinite = st == MPX_OK ? (int64_t)g->host_status->nonfinite : 0;
     return st;
 }
@@ -551,20 +556,20 @@ mpx_status mpx_graph_set_input(mpx_graph *g, int tensor, const void *host, mpx_d
                         (long long)t->numel, (long long)count);
     if (t->is_label) {
         if (dtype != MPX_I32) return mpx_fail(MPX_ERR_INPUT, "labels '%s' must be i32", t->name);
-        g->be->upload(g->be, t->value, host, (size_t)count * sizeof(int32_t));
+        g->be->upload(g->be, t->plan.value, host, (size_t)count * sizeof(int32_t));
         return MPX_OK;
     }
     if (dtype != MPX_F32) return mpx_fail(MPX_ERR_INPUT, "input '%s' takes f32 data", t->name);
-    if (t->dtype == MPX_F32) {
-        g->be->upload(g->be, t->value, host, (size_t)count * sizeof(float));
+    if (t->plan.dtype == MPX_F32) {
+        g->be->upload(g->be, t->plan.value, host, (size_t)count * sizeof(float));
         return MPX_OK;
     }
     scratch_reset(g);
     float *f = scratch_take(g, count);
     if (!f) return scratch_fail(g, t->name);
     g->be->upload(g->be, f, host, (size_t)count * sizeof(float));
-    mpx_cast_spec s = storage_cast(g, t->dtype, round_stream(g->step, tensor, RS_INPUT));
-    g->be->cast(g->be, &s, f, t->value, (size_t)count);
+    mpx_cast_spec s = storage_cast(g, t->plan.dtype, round_stream(g->step, tensor, RS_INPUT));
+    g->be->cast(g->be, &s, f, t->plan.value, (size_t)count);
     return MPX_OK;
 }
 
@@ -590,18 +595,18 @@ mpx_status mpx_graph_read(const mpx_graph *cg, int tensor, float *host) {
     mpx_graph *g = (mpx_graph *)cg; /* reading uses the scratch arena */
     const gtensor *t = &g->tensors[tensor];
     if (t->is_label) return mpx_fail(MPX_ERR_INPUT, "'%s' holds labels", t->name);
-    if (t->elided)
+    if (t->plan.elided)
         return mpx_fail(MPX_ERR_INPUT, "'%s' is not stored: the ReLU after it is fused into its "
                         "forward (mpx_graph_fuse(g, 0) before compiling keeps it)", t->name);
-    return read_stored(g, t, t->dtype, t->value, 1.0, host);
+    return read_stored(g, t, t->plan.dtype, t->plan.value, 1.0, host);
 }
 
 mpx_status mpx_graph_read_grad(const mpx_graph *cg, int tensor, float *host) {
     mpx_graph *g = (mpx_graph *)cg;
     const gtensor *t = &g->tensors[tensor];
-    if (!t->grad_ready) return mpx_fail(MPX_ERR_INPUT, "tensor '%s' has no gradient", t->name);
+    if (!t->pass.grad_ready) return mpx_fail(MPX_ERR_INPUT, "tensor '%s' has no gradient", t->name);
     if (!g->keep_grads)
         return mpx_fail(MPX_ERR_INPUT, "tensor '%s': gradients are shared by lifetime; call "
                         "mpx_graph_keep_grads before compiling", t->name);
-    return read_stored(g, t, t->grad_dtype, t->grad, t->grad_scale, host);
+    return read_stored(g, t, t->plan.grad_dtype, t->plan.grad, t->pass.grad_scale, host);
 }

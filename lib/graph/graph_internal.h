@@ -35,6 +35,44 @@ typedef enum {
     OP_COUNT
 } op_kind;
 
+/* A tensor, by lifetime: what the builder fixed (shape, producer, consumers), what compile
+ * decided for it (plan: storage formats, memory, fusion, statistics), and what the last
+ * backward pass left in it (pass: which gradients it wrote and at what scale). */
+typedef struct {
+    int elided;              /* value never stored: its producer writes its ReLU's output instead */
+    int round_id;            /* the tensor whose stochastic-rounding stream rounds this value (itself,
+                              * or the elided tensor a fused ReLU's output stands for) */
+    int grad_root;           /* the tensor whose gradient storage holds this one's (itself, or for
+                              * an add's single-reader input the add output's: shares_grad) */
+    mpx_dtype dtype;         /* storage of the value */
+    mpx_dtype grad_dtype;    /* storage of the gradient */
+    void *value;
+    void *grad;              /* NULL when !requires_grad */
+    float *branch[MAX_CONSUMERS]; /* FP32 contributions when n_consumers > 1 */
+    int observer[4];         /* observed layers whose act stats describe this gradient */
+    int shadow_counted;      /* its observers are counted from the FP32 shadow (see below) */
+    int needs_shadow;        /* on statistics steps keep the FP32 pre-rounding gradient */
+    float *shadow;           /* that FP32 copy (planned like the branch buffers) */
+    size_t grad_bytes, branch_bytes;
+} tensor_plan;
+
+typedef struct {
+    int grad_ready;          /* this backward pass wrote `grad` */
+    double grad_scale;       /* S carried by the gradient in `grad` */
+    int grad_alias;          /* >= 0: this pass, the gradient is that tensor's (a fused ReLU's
+                              * output), masked by the consumer's op (relu_bwd_fused) */
+    uint32_t branch_ready;   /* bit c: consumer c wrote branch[c] */
+    /* S carried by branch c once its pending factor is applied */
+    double branch_scale[MAX_CONSUMERS];
+    /* a layer's factor s not yet multiplied into branch c: the merge applies it inside its
+     * accumulation instead of a separate pass */
+    float branch_pending[MAX_CONSUMERS];
+    /* adaptive-quantile: the quantile of the nonzero |gradient| before its rounding into storage
+     * (power-of-two resolution) and the step it belongs to; read by the producer's factor. */
+    float q_pre;
+    int64_t q_step;
+} tensor_pass;
+
 typedef struct {
     char name[MPX_NAME_MAX];
     int ndim;
@@ -42,37 +80,12 @@ typedef struct {
     int64_t numel;
     mpx_tensor_role role;    /* ACTIVATION, or REDUCTION for losses */
     int is_label;            /* I32 labels: no gradient, never cast */
-    int elided;              /* value never stored: its producer writes its ReLU's output instead */
-    int round_id;            /* the tensor whose stochastic-rounding stream rounds this value (itself,
-                              * or the elided tensor a fused ReLU's output stands for) */
-    int grad_root;           /* the tensor whose gradient storage holds this one's (itself, or for
-                              * an add's single-reader input the add output's: shares_grad) */
-    mpx_dtype dtype;         /* storage of the value (compile) */
-    mpx_dtype grad_dtype;    /* storage of the gradient (compile) */
     int producer;            /* node index */
     int n_consumers;
     int consumers[MAX_CONSUMERS]; /* node indices (a consumer appears once per input slot) */
     int requires_grad;
-    void *value;
-    void *grad;              /* NULL when !requires_grad */
-    float *branch[MAX_CONSUMERS];        /* FP32 contributions when n_consumers > 1 */
-    double branch_scale[MAX_CONSUMERS];  /* S carried by branch c once its pending factor is applied */
-    float branch_pending[MAX_CONSUMERS]; /* a layer's factor s not yet multiplied into branch c: the merge
-                              * applies it inside its accumulation instead of a separate pass */
-    double grad_scale;       /* S carried by the gradient in `grad` */
-    int grad_ready;          /* this backward pass wrote `grad` */
-    int grad_alias;          /* >= 0: this pass, the gradient is that tensor's (a fused ReLU's
-                              * output), masked by the consumer's op (relu_bwd_fused) */
-    uint32_t branch_ready;   /* bit c: consumer c wrote branch[c] */
-    int observer[4];         /* observed layers whose act stats describe this gradient */
-    int shadow_counted;      /* its observers are counted from the FP32 shadow (see below) */
-    int needs_shadow;        /* on statistics steps keep the FP32 pre-rounding gradient */
-    float *shadow;           /* that FP32 copy (planned like the branch buffers) */
-    size_t grad_bytes, branch_bytes;
-    /* adaptive-quantile: the quantile of the nonzero |gradient| before its rounding into storage
-     * (power-of-two resolution) and the step it belongs to; read by the producer's factor. */
-    float q_pre;
-    int64_t q_step;
+    tensor_plan plan;        /* compile */
+    tensor_pass pass;        /* the last backward pass */
 } gtensor;
 
 /* What the host must know after a step, kept in backend memory and read with one download:
@@ -98,6 +111,38 @@ typedef union {
     struct { float iou_threshold, neg_per_pos; } multibox;
 } op_attr;
 
+/* A node, by lifetime: the builder's (op, inputs, parameters, attributes), compile's (saved
+ * state buffers, fusion and loss-row decisions), adaptive scaling's state carried from step to
+ * step, the last pass's, and the profile. */
+typedef struct {
+    void *aux[MAX_AUX];      /* saved state: norm statistics, probabilities, loss targets */
+    int64_t aux_numel[MAX_AUX];
+    mpx_dtype aux_dtype[MAX_AUX]; /* F32 unless set (I32 targets, U8 workspace) */
+    int n_aux;
+    int fused_relu;          /* batch-norm or add: the ReLU node whose output its forward writes */
+    int fused_into;          /* ReLU: the node whose forward writes its output (its own is
+                              * skipped) */
+    int loss_rows;           /* linear read only by a softmax cross-entropy: that loss's labels,
+                              * whose negative entries mark rows its forward leaves 0 (-1: none) */
+} node_plan;
+
+typedef struct {
+    double s_prev;           /* scale of the gradient entering the backward (last step) */
+    double layer_scale;      /* the node's factor s (last step) */
+    double unbound;          /* cached unbound factor between adaptive updates */
+    int valid;
+    double unbound_saved;    /* ... as the backward pass found them (a redone pass restores) */
+    int valid_saved;
+    int factor_in_dy;        /* this pass: the factor s is in the dy its input gradient came from
+                              * (als = reference), so the commit does not apply it again */
+} node_scaling;
+
+typedef struct {
+    double fwd, bwd;         /* seconds */
+    double skipped;          /* FLOPs its operators left out (backend skipped_flops) */
+    int64_t calls;
+} node_profile;
+
 typedef struct {
     op_kind op;
     char name[MPX_NAME_MAX];
@@ -107,35 +152,29 @@ typedef struct {
     int param[MAX_PARAMS];
     int n_param;
     int buffer[2];           /* BN running mean/var (indices into g->buffers), -1 when none */
-    void *aux[MAX_AUX];      /* saved state: norm statistics, probabilities, loss targets */
-    int64_t aux_numel[MAX_AUX];
-    mpx_dtype aux_dtype[MAX_AUX]; /* F32 unless set (I32 targets, U8 workspace) */
     float *aux_init;         /* host values copied into aux[0] at compile (SSD priors) */
-    int n_aux;
     op_attr attr;
     int layer;               /* observed-layer index or -1 */
     int is_gemm_layer;       /* conv / linear: adaptive scaling gives it a factor */
     int seeds_gradient;      /* the loss: its backward starts the gradient flow */
-    int fused_relu;          /* batch-norm or add: the ReLU node whose output its forward writes */
-    int fused_into;          /* ReLU: the node whose forward writes its output (its own is skipped) */
-    int loss_rows;           /* linear read only by a softmax cross-entropy: that loss's labels, whose
-                              * negative entries mark rows its forward leaves 0 (-1: none) */
     int64_t fan_in;
-    /* per-node precision state */
-    double s_prev;           /* scale of the gradient entering the backward (last step) */
-    double layer_scale;      /* the node's factor s (last step) */
-    double als_unbound;      /* cached unbound factor between adaptive updates */
-    int als_valid;
-    double als_unbound_saved; /* ... as the backward pass found them (a redone pass restores) */
-    int als_valid_saved;
-    int factor_in_dy;        /* this pass: the factor s is in the dy its input gradient came from
-                              * (als = reference), so the commit does not apply it again */
-    /* profiling */
-    double prof_fwd, prof_bwd;
-    double prof_skipped;     /* FLOPs its operators left out (backend skipped_flops) */
-    int64_t prof_calls;
+    node_plan plan;          /* compile */
+    node_scaling sc;         /* adaptive scaling, carried across steps */
+    node_profile prof;
 } gnode;
 
+/* The state of one backward pass: on the stack of mpx_graph_backward, reachable from the graph
+ * (g->pass) only while the pass runs. */
+typedef struct {
+    const mpx_backward_opts *bw;
+    int layerwise;           /* adaptive scaling: per-layer factors and merges */
+    int speculating;         /* this pass's merges assume their target (no wait) */
+    int quantile_due;        /* adaptive-quantile recomputes factors this step */
+} bw_pass;
+
+/* The graph: the builder's topology, the options set before compile, compile's plan (precision,
+ * backend, arenas, the memory plan, statistics and status buffers), counters, and what a pass
+ * running now points to. */
 struct mpx_graph {
     mpx_status status;       /* sticky builder/compile error */
     gtensor *tensors;
@@ -150,20 +189,23 @@ struct mpx_graph {
     int n_layers;
     int loss_tensor;
 
+    /* options, set before compile */
     int keep_grads;          /* no gradient-buffer sharing (tests) */
     int no_fusion;           /* run every ReLU on its own (mpx_graph_fuse) */
     int all_rows;            /* compute the rows a loss ignores too (mpx_graph_loss_rows) */
     int exact_merges;        /* adaptive merges wait for their magnitudes (mpx_graph_speculative_merges) */
-    int64_t merge_redos;     /* backward passes run again because a speculative merge missed */
-    int n_fused;             /* ReLUs fused into their producers (compile) */
-    int n_shared;            /* add inputs whose gradient shares the add output's storage */
     int profile;             /* time every node */
     int time_scaling;        /* time the merges and adaptive factors (mpx_graph_time_scaling) */
-    double scaling_s;        /* their seconds so far */
+
+    /* counters */
+    int64_t merge_redos;     /* backward passes run again because a speculative merge missed */
+    double scaling_s;        /* seconds of merges and adaptive factors so far (time_scaling) */
     int64_t clock_waits;     /* the backend waits those clocks made (not the step's own) */
 
-    /* after compile */
+    /* compile's plan */
     int compiled;
+    int n_fused;             /* ReLUs fused into their producers */
+    int n_shared;            /* add inputs whose gradient shares the add output's storage */
     mpx_precision prec;
     const mpx_backend *be;
     void *arena_values, *arena_grads, *arena_branches, *arena_saved, *arena_params;
@@ -187,14 +229,11 @@ struct mpx_graph {
 
     uint64_t seed;                 /* compile seed: dropout masks */
 
-    /* the backward pass in progress */
-    const mpx_backward_opts *bw;
-    int layerwise;                 /* adaptive scaling: per-layer factors and merges */
-    int speculating;               /* this pass's merges assume their target (no wait) */
+    /* while a pass runs */
+    const bw_pass *pass;           /* the backward pass in progress, NULL outside one */
     int gemm_views;                /* a GEMM-family node's views are being made (backend.h:
                                     * gemm_direct_io) */
-    int quantile_due;              /* adaptive-quantile recomputes factors this step */
-    int64_t step;
+    int64_t step;                  /* the step the passes belong to (rounding streams, factors) */
 };
 
 /* Builder helpers (graph_build.c). */

@@ -9,7 +9,7 @@
  * mask: I32 [M], M the rows of x [..., IN]. */
 static mpx_status loss_rows_mask(mpx_graph *g, const gnode *n, const mpx_tensor *x,
                                  mpx_tensor *mask) {
-    MPX_TRY(view_value(g, n->loss_rows, mask));
+    MPX_TRY(view_value(g, n->plan.loss_rows, mask));
     const int64_t m = mpx_tensor_numel(x) / x->shape[x->ndim - 1];
     if (mpx_tensor_numel(mask) != m)
         return mpx_fail(MPX_ERR_INTERNAL, "'%s': %lld loss labels for %lld rows", n->name,
@@ -47,7 +47,7 @@ mpx_status fwd_linear(mpx_graph *g, gnode *n, int training) {
     NEED(linear_forward);
     mpx_tensor x, w, b, *pb, y, mask;
     MPX_TRY(layer_views(g, n, &x, &w, &b, &pb, &y));
-    if (n->loss_rows >= 0) {
+    if (n->plan.loss_rows >= 0) {
         MPX_TRY(loss_rows_mask(g, n, &x, &mask));
         MPX_TRY(g->be->linear_forward_rows(g->be, &x, &w, pb, &mask, &y));
     } else {
@@ -61,7 +61,7 @@ mpx_status fwd_linear_t(mpx_graph *g, gnode *n, int training) {
     NEED(linear_t_forward);
     mpx_tensor x, w, b, *pb, y, mask;
     MPX_TRY(layer_views(g, n, &x, &w, &b, &pb, &y));
-    if (n->loss_rows >= 0) {
+    if (n->plan.loss_rows >= 0) {
         MPX_TRY(loss_rows_mask(g, n, &x, &mask));
         MPX_TRY(g->be->linear_t_forward_rows(g->be, &x, &w, pb, &mask, &y));
     } else {

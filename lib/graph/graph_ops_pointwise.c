@@ -18,7 +18,7 @@
 
 mpx_status fwd_relu(mpx_graph *g, gnode *n, int training) {
     (void)training;
-    if (n->fused_into >= 0) return MPX_OK; /* its producer's forward wrote it */
+    if (n->plan.fused_into >= 0) return MPX_OK; /* its producer's forward wrote it */
     UNARY_FORWARD(relu_forward, &x, &y);
 }
 
@@ -48,8 +48,8 @@ mpx_status fwd_add(mpx_graph *g, gnode *n, int training) {
     MPX_TRY(view_value(g, n->in[0], &a));
     MPX_TRY(view_value(g, n->in[1], &b));
     MPX_TRY(view_output(g, out, &y));
-    MPX_TRY(n->fused_relu >= 0 ? g->be->add_relu_forward(g->be, &a, &b, &y)
-                               : g->be->add_forward(g->be, &a, &b, &y));
+    MPX_TRY(n->plan.fused_relu >= 0 ? g->be->add_relu_forward(g->be, &a, &b, &y)
+                                    : g->be->add_forward(g->be, &a, &b, &y));
     return commit_value(g, out, &y);
 }
 

@@ -13,11 +13,11 @@ mpx_status op_missing(const mpx_graph *g, const char *what) {
 mpx_tensor aux_view(const mpx_graph *g, const gnode *n, int a) {
     mpx_tensor v;
     memset(&v, 0, sizeof v);
-    v.dtype = n->aux_dtype[a];
+    v.dtype = n->plan.aux_dtype[a];
     v.device = g->be->device;
     v.ndim = 1;
-    v.shape[0] = n->aux_numel[a];
-    v.data = n->aux[a];
+    v.shape[0] = n->plan.aux_numel[a];
+    v.data = n->plan.aux[a];
     return v;
 }
 
@@ -33,7 +33,7 @@ mpx_tensor buffer_view(const mpx_graph *g, int b) {
 }
 
 int forward_out(const mpx_graph *g, const gnode *n) {
-    return n->fused_relu >= 0 ? g->nodes[n->fused_relu].out : n->out;
+    return n->plan.fused_relu >= 0 ? g->nodes[n->plan.fused_relu].out : n->out;
 }
 
 mpx_tensor reshaped(const mpx_tensor *v, int ndim, const int64_t *shape) {

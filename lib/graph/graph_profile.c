@@ -25,17 +25,17 @@ int mpx_graph_profile_ops(const mpx_graph *g, mpx_op_profile *out, int cap) {
             if (n == cap) continue;
             out[n++] = (mpx_op_profile){op_name(nd->op), 0, 0, 0, 0};
         }
-        out[k].fwd_s += nd->prof_fwd;
-        out[k].bwd_s += nd->prof_bwd;
-        out[k].gflop += 1e-9 * (node_flops(g, nd, 1) * (double)nd->prof_calls - nd->prof_skipped);
-        out[k].calls += nd->prof_calls;
+        out[k].fwd_s += nd->prof.fwd;
+        out[k].bwd_s += nd->prof.bwd;
+        out[k].gflop += 1e-9 * (node_flops(g, nd, 1) * (double)nd->prof.calls - nd->prof.skipped);
+        out[k].calls += nd->prof.calls;
     }
     return n;
 }
 
 static int by_time(const void *a, const void *b) {
     const gnode *x = *(const gnode *const *)a, *y = *(const gnode *const *)b;
-    double tx = x->prof_fwd + x->prof_bwd, ty = y->prof_fwd + y->prof_bwd;
+    double tx = x->prof.fwd + x->prof.bwd, ty = y->prof.fwd + y->prof.bwd;
     return (tx < ty) - (tx > ty);
 }
 
@@ -58,10 +58,10 @@ void mpx_graph_profile_print(const mpx_graph *g, FILE *f, int top_nodes) {
     fprintf(f, "slowest nodes:\n");
     for (int i = 0; i < top_nodes && i < g->n_nodes; i++) {
         const gnode *nd = order[i];
-        double t = nd->prof_fwd + nd->prof_bwd;
-        double gf = 1e-9 * (node_flops(g, nd, 1) * (double)nd->prof_calls - nd->prof_skipped);
+        double t = nd->prof.fwd + nd->prof.bwd;
+        double gf = 1e-9 * (node_flops(g, nd, 1) * (double)nd->prof.calls - nd->prof.skipped);
         fprintf(f, "  %-28s %-10s fwd %8.4f s  bwd %8.4f s  %7.1f GFLOP/s\n", nd->name,
-                op_name(nd->op), nd->prof_fwd, nd->prof_bwd, t > 0 ? gf / t : 0);
+                op_name(nd->op), nd->prof.fwd, nd->prof.bwd, t > 0 ? gf / t : 0);
     }
     free(order);
 }

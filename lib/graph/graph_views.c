@@ -94,13 +94,13 @@ mpx_status view_of(mpx_graph *g, int ndim, const int64_t *shape, mpx_dtype dt, v
 
 mpx_status view_value(mpx_graph *g, int tensor, mpx_tensor *v) {
     gtensor *t = &g->tensors[tensor];
-    return view_of(g, t->ndim, t->shape, t->dtype, t->value, t->name, v);
+    return view_of(g, t->ndim, t->shape, t->plan.dtype, t->plan.value, t->name, v);
 }
 
 mpx_status view_output(mpx_graph *g, int tensor, mpx_tensor *v) {
     gtensor *t = &g->tensors[tensor];
-    if (writes_stored(g, t->dtype)) {
-        *v = make_view(t->ndim, t->shape, t->dtype, g->be->device, t->value);
+    if (writes_stored(g, t->plan.dtype)) {
+        *v = make_view(t->ndim, t->shape, t->plan.dtype, g->be->device, t->plan.value);
         return MPX_OK;
     }
     float *f = scratch_take(g, t->numel);
@@ -111,9 +111,10 @@ mpx_status view_output(mpx_graph *g, int tensor, mpx_tensor *v) {
 
 mpx_status commit_value(mpx_graph *g, int tensor, const mpx_tensor *v) {
     gtensor *t = &g->tensors[tensor];
-    if (v->data == t->value) return MPX_OK;
-    mpx_cast_spec s = storage_cast(g, t->dtype, round_stream(g->step, t->round_id, RS_VALUE));
-    g->be->cast(g->be, &s, v->data, t->value, (size_t)t->numel);
+    if (v->data == t->plan.value) return MPX_OK;
+    mpx_cast_spec s =
+        storage_cast(g, t->plan.dtype, round_stream(g->step, t->plan.round_id, RS_VALUE));
+    g->be->cast(g->be, &s, v->data, t->plan.value, (size_t)t->numel);
     return MPX_OK;
 }
 
@@ -124,8 +125,8 @@ mpx_status view_param(mpx_graph *g, int param, mpx_tensor *v) {
 
 mpx_status view_out_grad(mpx_graph *g, gnode *n, mpx_tensor *v) {
     gtensor *t = &g->tensors[n->out];
-    if (t->grad_alias >= 0) t = &g->tensors[t->grad_alias]; /* relu_bwd_fused */
-    return view_of(g, t->ndim, t->shape, t->grad_dtype, t->grad, t->name, v);
+    if (t->pass.grad_alias >= 0) t = &g->tensors[t->pass.grad_alias]; /* relu_bwd_fused */
+    return view_of(g, t->ndim, t->shape, t->plan.grad_dtype, t->plan.grad, t->name, v);
 }
 
 int consumer_slot(const gtensor *t, const gnode *g_nodes, const gnode *n, int slot) {
@@ -142,7 +143,8 @@ int consumer_slot(const gtensor *t, const gnode *g_nodes, const gnode *n, int sl
  * (unless it was multiplied into dy already: factor_in_dy), and at the loss the whole seed
  * scale (the loss computes its gradient from nothing scaled). */
 static double grad_multiplier(const gnode *n) {
-    return (n->factor_in_dy ? 1.0 : n->layer_scale) * (n->seeds_gradient ? n->s_prev : 1.0);
+    return (n->sc.factor_in_dy ? 1.0 : n->sc.layer_scale) *
+           (n->seeds_gradient ? n->sc.s_prev : 1.0);
 }
 
 /* Whether n's backward may write the gradient of tensor t (input `slot`, whose sole consumer n
@@ -153,7 +155,8 @@ static double grad_multiplier(const gnode *n) {
 static int grad_direct(const mpx_graph *g, const gnode *n, int slot, const gtensor *t) {
     const int factor_ok = grad_multiplier(n) == 1.0 ||
                           (!n->seeds_gradient && slot == 0 && op_scales_input_grad(g->be, n->op));
-    return writes_stored(g, t->grad_dtype) && factor_ok && !g->bw->stats && !g->quantile_due;
+    return writes_stored(g, t->plan.grad_dtype) && factor_ok && !g->pass->bw->stats &&
+           !g->pass->quantile_due;
 }
 
 /* Whether v, a view of input `slot`'s gradient, is that tensor's storage written by the op
@@ -161,7 +164,7 @@ static int grad_direct(const mpx_graph *g, const gnode *n, int slot, const gtens
  * backend holds natively (F32) is still the commit's to scale in place. */
 static int grad_written_by_op(const mpx_graph *g, const gnode *n, int slot, const mpx_tensor *v) {
     const gtensor *t = &g->tensors[n->in[slot]];
-    return v->data && v->data == t->grad && !g->be->native(g->be, t->grad_dtype);
+    return v->data && v->data == t->plan.grad && !g->be->native(g->be, t->plan.grad_dtype);
 }
 
 double in_grad_factor(const mpx_graph *g, const gnode *n, int slot, const mpx_tensor *v) {
@@ -171,7 +174,7 @@ double in_grad_factor(const mpx_graph *g, const gnode *n, int slot, const mpx_te
 /* Whether a parameter's gradient contribution may be written by the op into the parameter's
  * 16-bit work format: its commit only rounds it (no statistics step) before unscaling. */
 static int param_grad_direct(const mpx_graph *g, const mpx_param *p) {
-    return writes_stored(g, p->work_dtype) && !g->bw->stats;
+    return writes_stored(g, p->work_dtype) && !g->pass->bw->stats;
 }
 
 mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
@@ -182,11 +185,11 @@ mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
     }
     if (t->n_consumers > 1) {
         int c = consumer_slot(t, g->nodes, n, slot);
-        *v = make_view(t->ndim, t->shape, MPX_F32, g->be->device, t->branch[c]);
+        *v = make_view(t->ndim, t->shape, MPX_F32, g->be->device, t->plan.branch[c]);
         return MPX_OK;
     }
-    if (g->be->native(g->be, t->grad_dtype) || grad_direct(g, n, slot, t)) {
-        *v = make_view(t->ndim, t->shape, t->grad_dtype, g->be->device, t->grad);
+    if (g->be->native(g->be, t->plan.grad_dtype) || grad_direct(g, n, slot, t)) {
+        *v = make_view(t->ndim, t->shape, t->plan.grad_dtype, g->be->device, t->plan.grad);
         return MPX_OK;
     }
     float *f = scratch_take(g, t->numel);
@@ -198,15 +201,15 @@ mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
 /* Where tensor t's act stats go on this step: its first observer's counters, or NULL when no
  * statistics are due, nobody observes it, or it is counted from its shadow instead. */
 mpx_cast_stats *act_stats(mpx_graph *g, const gtensor *t) {
-    if (!g->bw->stats || t->observer[0] < 0 || t->shadow_counted) return NULL;
-    return &g->dev_stats[2 * t->observer[0]];
+    if (!g->pass->bw->stats || t->plan.observer[0] < 0 || t->plan.shadow_counted) return NULL;
+    return &g->dev_stats[2 * t->plan.observer[0]];
 }
 
 /* Copy the counts of t's first observer to the others (the loss shares fc's tensor). */
 static void share_counts(mpx_graph *g, const gtensor *t) {
-    for (int k = 1; k < 4 && t->observer[k] >= 0; k++)
-        g->be->copy(g->be, &g->dev_stats[2 * t->observer[k]], &g->dev_stats[2 * t->observer[0]],
-                    sizeof(mpx_cast_stats));
+    for (int k = 1; k < 4 && t->plan.observer[k] >= 0; k++)
+        g->be->copy(g->be, &g->dev_stats[2 * t->plan.observer[k]],
+                    &g->dev_stats[2 * t->plan.observer[0]], sizeof(mpx_cast_stats));
 }
 
 /* adaptive-quantile: take the quantile of the gradient about to be rounded into t's storage,
@@ -218,14 +221,15 @@ static void share_counts(mpx_graph *g, const gtensor *t) {
  * So does dropout's (a mask and 1/(1-p), which moves the quantile by less than a binade). */
 static void note_quantile(mpx_graph *g, gtensor *t, const float *src, double multiplier,
                           const gnode *writer) {
-    if (!g->quantile_due) return;
+    if (!g->pass->quantile_due) return;
     const gtensor *up = writer ? &g->tensors[writer->out] : NULL;
-    if (up && (op_moves_values(writer->op) || writer->op == OP_DROPOUT) && up->q_step == g->step)
-        t->q_pre = up->q_pre;
+    if (up && (op_moves_values(writer->op) || writer->op == OP_DROPOUT) &&
+        up->pass.q_step == g->step)
+        t->pass.q_pre = up->pass.q_pre;
     else
-        t->q_pre = g->be->abs_quantile(g->be, src, (size_t)t->numel, g->bw->scaling->quantile,
-                                       (float)multiplier);
-    t->q_step = g->step;
+        t->pass.q_pre = g->be->abs_quantile(g->be, src, (size_t)t->numel,
+                                            g->pass->bw->scaling->quantile, (float)multiplier);
+    t->pass.q_step = g->step;
 }
 
 /* The cast that writes tensor t's gradient (counted for its observers). On statistics steps a
@@ -235,31 +239,34 @@ void cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier,
                       const gnode *writer) {
     gtensor *t = &g->tensors[tensor];
     note_quantile(g, t, src, multiplier, writer);
-    if (g->bw->stats && t->needs_shadow) {
+    if (g->pass->bw->stats && t->plan.needs_shadow) {
         mpx_cast_spec sh = mpx_cast_plain(MPX_F32);
         sh.scale = (float)multiplier;
-        g->be->cast(g->be, &sh, src, t->shadow, (size_t)t->numel);
+        g->be->cast(g->be, &sh, src, t->plan.shadow, (size_t)t->numel);
     }
-    mpx_cast_spec s = storage_cast(g, t->grad_dtype, round_stream(g->step, tensor, RS_GRAD));
+    mpx_cast_spec s = storage_cast(g, t->plan.grad_dtype, round_stream(g->step, tensor, RS_GRAD));
     s.scale = (float)multiplier;
     s.stats = act_stats(g, t);
-    if (src != t->grad || s.scale != 1.0f || s.stats) g->be->cast(g->be, &s, src, t->grad, (size_t)t->numel);
+    if (src != t->plan.grad || s.scale != 1.0f || s.stats)
+        g->be->cast(g->be, &s, src, t->plan.grad, (size_t)t->numel);
     if (s.stats) share_counts(g, t);
 }
 
 int shadow_needed(const mpx_graph *g, const gnode *n, int slot) {
     const gtensor *t = &g->tensors[n->in[slot]];
-    return g->bw->stats && t->requires_grad && (t->needs_shadow || t->shadow_counted);
+    return g->pass->bw->stats && t->requires_grad &&
+           (t->plan.needs_shadow || t->plan.shadow_counted);
 }
 
 mpx_status commit_shadow(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v) {
     gtensor *t = &g->tensors[n->in[slot]];
-    if (t->needs_shadow) g->be->copy(g->be, t->shadow, v->data, (size_t)t->numel * sizeof(float));
-    if (t->shadow_counted && t->observer[0] >= 0) {
+    if (t->plan.needs_shadow)
+        g->be->copy(g->be, t->plan.shadow, v->data, (size_t)t->numel * sizeof(float));
+    if (t->plan.shadow_counted && t->plan.observer[0] >= 0) {
         /* Count what the cast into storage does to these values (the copy is in place). */
         mpx_cast_spec s = mpx_cast_plain(MPX_F32);
         s.stats_format = g->prec.stats_format;
-        s.stats = &g->dev_stats[2 * t->observer[0]];
+        s.stats = &g->dev_stats[2 * t->plan.observer[0]];
         g->be->cast(g->be, &s, v->data, v->data, (size_t)t->numel);
         share_counts(g, t);
     }
@@ -272,31 +279,31 @@ mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v)
     /* The op computed its result from the stored dy (carrying s_prev); the loss computed its
      * gradient from nothing scaled, so it multiplies by the whole seed scale. */
     double multiplier = grad_multiplier(n);
-    double carried = n->s_prev * n->layer_scale;
+    double carried = n->sc.s_prev * n->sc.layer_scale;
     if (t->n_consumers > 1) {
         int c = consumer_slot(t, g->nodes, n, slot);
-        t->branch_pending[c] = 1.0f;
+        t->pass.branch_pending[c] = 1.0f;
         if (!n->seeds_gradient) {
-            t->branch_pending[c] = (float)multiplier; /* a power of two: exact when applied */
+            t->pass.branch_pending[c] = (float)multiplier; /* a power of two: exact when applied */
         } else if (multiplier != 1.0) {
             /* The loss's seed scale is applied now: its statistics row reads the branch. */
             mpx_cast_spec s = mpx_cast_plain(MPX_F32);
             s.scale = (float)multiplier;
             g->be->cast(g->be, &s, v->data, v->data, (size_t)t->numel);
         }
-        t->branch_scale[c] = carried;
-        t->branch_ready |= 1u << c;
+        t->pass.branch_scale[c] = carried;
+        t->pass.branch_ready |= 1u << c;
         return MPX_OK;
     }
     if (!grad_written_by_op(g, n, slot, v)) cast_grad(g, n->in[slot], v->data, multiplier, n);
-    t->grad_scale = carried;
-    t->grad_ready = 1;
+    t->pass.grad_scale = carried;
+    t->pass.grad_ready = 1;
     return MPX_OK;
 }
 
 int shares_grad(const mpx_graph *g, const gnode *n, int slot) {
     const gtensor *t = &g->tensors[n->in[slot]];
-    return t->requires_grad && t->grad_root != n->in[slot];
+    return t->requires_grad && t->plan.grad_root != n->in[slot];
 }
 
 mpx_status commit_shared_grad(mpx_graph *g, gnode *n, int slot) {
@@ -304,15 +311,15 @@ mpx_status commit_shared_grad(mpx_graph *g, gnode *n, int slot) {
     const gtensor *out = &g->tensors[n->out];
     /* adaptive-quantile: the quantile of the values before their rounding, which are dy's
      * (note_quantile's rule for a value-moving writer; dy's commit noted it this step) */
-    if (g->quantile_due) {
-        if (out->q_step != g->step)
+    if (g->pass->quantile_due) {
+        if (out->pass.q_step != g->step)
             return mpx_fail(MPX_ERR_INTERNAL, "no pre-rounding quantile of '%s' at step %lld",
                             out->name, (long long)g->step);
-        t->q_pre = out->q_pre;
-        t->q_step = g->step;
+        t->pass.q_pre = out->pass.q_pre;
+        t->pass.q_step = g->step;
     }
-    t->grad_scale = n->s_prev * n->layer_scale;
-    t->grad_ready = 1;
+    t->pass.grad_scale = n->sc.s_prev * n->sc.layer_scale;
+    t->pass.grad_ready = 1;
     return MPX_OK;
 }
 
@@ -330,15 +337,15 @@ mpx_status commit_param_grad(mpx_graph *g, gnode *n, int param, const mpx_tensor
     /* Round the contribution into the parameter's gradient storage (counted), then unscale by
      * the S it carries and accumulate in FP32. */
     mpx_cast_spec s = storage_cast(g, p->work_dtype, round_stream(g->step, param, RS_PGRAD));
-    s.stats = g->bw->stats && n->layer >= 0 ? &g->dev_stats[2 * n->layer + 1] : NULL;
+    s.stats = g->pass->bw->stats && n->layer >= 0 ? &g->dev_stats[2 * n->layer + 1] : NULL;
     void *stored = v->data;
     if (v->dtype != p->work_dtype) {
         stored = scratch_take_dtype(g, p->numel, p->work_dtype);
         if (!stored) return scratch_fail(g, p->name);
     }
     if (stored != v->data || s.stats) g->be->cast(g->be, &s, v->data, stored, (size_t)p->numel);
-    int fp16_unscale = g->bw->scaling && g->bw->scaling->unscale_fp16;
-    g->be->unscale_accumulate(g->be, p->work_dtype, stored, (size_t)p->numel, 1.0 / n->s_prev,
+    int fp16_unscale = g->pass->bw->scaling && g->pass->bw->scaling->unscale_fp16;
+    g->be->unscale_accumulate(g->be, p->work_dtype, stored, (size_t)p->numel, 1.0 / n->sc.s_prev,
                               fp16_unscale, p->grad, &g->dev_status->nonfinite);
     return MPX_OK;
 }
