@@ -194,21 +194,12 @@ static void dominant_gemm(const mpx_graph *g, int *m, int *n, int *k) {
     }
 }
 
-mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_bench_result *res,
-                         FILE *out) {
-    memset(res, 0, sizeof *res);
-    mpx_threads_set(rc->train.threads);
-    run_task task;
-    mpx_status st = run_task_open(rc, &task);
-    mpx_loader_pos start = {0, 0};
-    if (st == MPX_OK) st = task.ops->start(&task, start);
-    if (st == MPX_OK) st = task.ops->fetch(&task);
-
-    /* Variants: each requested precision mode plain; plus, for the configured mode, the
-     * statistics and adaptive-scaling variants. */
-    variant v[MAX_VARIANTS];
+/* The variants: each requested precision mode plain; with o->overheads also, for the configured
+ * mode, the statistics and adaptive-scaling variants from *base on (-1: none). */
+static mpx_status make_variants(const mpx_run_cfg *rc, const mpx_bench_opts *o, variant *v,
+                                int *nv_out, int *base_out) {
     int nv = 0;
-    memset(v, 0, sizeof v);
+    mpx_status st = MPX_OK;
     char modes[64];
     snprintf(modes, sizeof modes, "%s", o->modes && *o->modes ? o->modes
                                                              : mpx_precision_mode_name(rc->precision.mode));
@@ -242,17 +233,15 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
             }
         }
     }
-    for (int i = 0; i < nv && st == MPX_OK; i++) {
-        st = setup(rc, &task, &v[i]);
-        v[i].t = calloc((size_t)o->steps, sizeof *v[i].t);
-        v[i].w = calloc((size_t)o->steps, sizeof *v[i].w);
-        if (st == MPX_OK && (!v[i].t || !v[i].w)) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
-        /* the scaling work is timed where it is compared: base and the adaptive variants */
-        if (st == MPX_OK && base >= 0 && i >= base && i != base + OV_STATS)
-            mpx_graph_time_scaling(v[i].g, 1);
-    }
+    *nv_out = nv;
+    *base_out = base;
+    return st;
+}
 
-    /* Warm-up (primitive creation, caches, the first adaptive update), then interleaved rounds. */
+/* Warm-up (primitive creation, caches, the first adaptive update), then o->steps interleaved
+ * rounds of every variant. */
+static mpx_status measure(const mpx_bench_opts *o, variant *v, int nv) {
+    mpx_status st = MPX_OK;
     for (int w = 0; w < o->warmup && st == MPX_OK; w++)
         for (int i = 0; i < nv && st == MPX_OK; i++) {
             double s, w;
@@ -267,22 +256,104 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         if (o->progress) fprintf(stderr, "\rbench: round %d/%d", r + 1, o->steps);
     }
     if (o->progress) fprintf(stderr, "\r\033[K");
+    return st;
+}
 
-    if (st == MPX_OK) {
-        int gm, gn, gk;
-        dominant_gemm(v[0].g, &gm, &gn, &gk);
-        res->ref_gemm_m = gm;
-        res->ref_gemm_n = gn;
-        res->ref_gemm_k = gk;
-        /* the reference is the faster sgemm of this host on that shape */
-        for (int i = 0; i < 2; i++) {
-            const mpx_gemm_impl impl = i == 0 ? MPX_GEMM_ONEDNN : MPX_GEMM_OPENBLAS;
-            res->ref_by[i] = sgemm_rate(impl, gm, gn, gk);
-            res->big_by[i] = sgemm_rate(impl, 2048, 2048, 2048);
+/* The reference: the faster sgemm of this host (oneDNN or OpenBLAS) on the graph's dominant GEMM
+ * shape, and on 2048^3. */
+static void reference_gemm(const mpx_graph *g, mpx_bench_result *res) {
+    int gm, gn, gk;
+    dominant_gemm(g, &gm, &gn, &gk);
+    res->ref_gemm_m = gm;
+    res->ref_gemm_n = gn;
+    res->ref_gemm_k = gk;
+    for (int i = 0; i < 2; i++) {
+        const mpx_gemm_impl impl = i == 0 ? MPX_GEMM_ONEDNN : MPX_GEMM_OPENBLAS;
+        res->ref_by[i] = sgemm_rate(impl, gm, gn, gk);
+        res->big_by[i] = sgemm_rate(impl, 2048, 2048, 2048);
+    }
+    res->ref_impl = res->ref_by[1] > res->ref_by[0] ? 1 : 0;
+    res->ref_gflops = res->ref_by[res->ref_impl];
+    res->big_gflops = res->big_by[res->ref_impl];
+}
+
+/* One result row per variant: step times, rates, memory, waits. */
+static void result_rows(const mpx_bench_opts *o, const variant *v, int nv, mpx_bench_result *res) {
+    res->n = 0;
+    for (int i = 0; i < nv; i++) {
+        mpx_bench_row *row = &res->rows[res->n++];
+        snprintf(row->name, sizeof row->name, "%s", v[i].name);
+        snprintf(row->mode, sizeof row->mode, "%s", mpx_precision_mode_name(v[i].prec.mode));
+        row->median_s = median(v[i].t, o->steps);
+        row->min_s = row->max_s = v[i].t[0];
+        for (int r = 1; r < o->steps; r++) {
+            row->min_s = fmin(row->min_s, v[i].t[r]);
+            row->max_s = fmax(row->max_s, v[i].t[r]);
         }
-        res->ref_impl = res->ref_by[1] > res->ref_by[0] ? 1 : 0;
-        res->ref_gflops = res->ref_by[res->ref_impl];
-        res->big_gflops = res->big_by[res->ref_impl];
+        row->samples_per_s = res->batch / row->median_s;
+        row->skipped_flops = v[i].skipped / o->steps;
+        row->gflops = (res->flops_per_step - row->skipped_flops) / row->median_s * 1e-9;
+        row->ratio_ref = row->gflops / res->ref_gflops;
+        mpx_memory_plan mp;
+        mpx_graph_memory(v[i].g, &mp);
+        row->arena_bytes = (double)mp.total;
+        row->waits_per_step = (double)v[i].waits / o->steps;
+        row->redos_per_step = (double)v[i].redos / o->steps;
+    }
+}
+
+/* The overheads from the OV_COUNT variants at ov: per-round paired differences against the base,
+ * their medians and distribution-free 95% intervals. */
+static mpx_status overheads(const variant *ov, int n, mpx_bench_result *res) {
+    double *d = malloc(MPX_OVERHEAD_KINDS * (size_t)n * sizeof *d);
+    if (!d) return mpx_fail(MPX_ERR_NOMEM, "out of memory");
+    for (int r = 0; r < n; r++) {
+        double tb = ov[OV_BASE].t[r], ts = ov[OV_STATS].t[r], ta = ov[OV_CONTROL].t[r];
+        double tu = ov[OV_ALS_UPDATE].t[r], tc = ov[OV_ALS_CACHED].t[r];
+        double wb = ov[OV_BASE].w[r], wu = ov[OV_ALS_UPDATE].w[r];
+        double wc = ov[OV_ALS_CACHED].w[r], wa = ov[OV_CONTROL].w[r];
+        d[MPX_OVERHEAD_STATS_EVERY_1 * n + r] = (ts - tb) / tb;
+        d[MPX_OVERHEAD_STATS_EVERY_100 * n + r] = (ts - tb) / 100 / tb;
+        d[MPX_OVERHEAD_ADAPTIVE_EVERY_1 * n + r] = (tu - tb) / tb;
+        d[MPX_OVERHEAD_ADAPTIVE_EVERY_100 * n + r] = ((99 * tc + tu) / 100 - tb) / tb;
+        d[MPX_OVERHEAD_ADAPTIVE_EVERY_1_PARTS * n + r] = (wu - wb) / tb;
+        d[MPX_OVERHEAD_ADAPTIVE_EVERY_100_PARTS * n + r] = ((99 * wc + wu) / 100 - wb) / tb;
+        d[MPX_OVERHEAD_CONTROL * n + r] = (ta - tb) / tb;
+        d[MPX_OVERHEAD_CONTROL_PARTS * n + r] = (wa - wb) / tb;
+    }
+    for (int q = 0; q < MPX_OVERHEAD_KINDS; q++)
+        res->overhead[q] = mpx_median_ci(d + q * n, n, &res->overhead_lo[q], &res->overhead_hi[q]);
+    res->has_overheads = 1;
+    free(d);
+    return MPX_OK;
+}
+
+mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_bench_result *res,
+                         FILE *out) {
+    memset(res, 0, sizeof *res);
+    mpx_threads_set(rc->train.threads);
+    run_task task;
+    mpx_status st = run_task_open(rc, &task);
+    mpx_loader_pos start = {0, 0};
+    if (st == MPX_OK) st = task.ops->start(&task, start);
+    if (st == MPX_OK) st = task.ops->fetch(&task);
+
+    variant v[MAX_VARIANTS];
+    int nv = 0, base = -1;
+    memset(v, 0, sizeof v);
+    if (st == MPX_OK) st = make_variants(rc, o, v, &nv, &base);
+    for (int i = 0; i < nv && st == MPX_OK; i++) {
+        st = setup(rc, &task, &v[i]);
+        v[i].t = calloc((size_t)o->steps, sizeof *v[i].t);
+        v[i].w = calloc((size_t)o->steps, sizeof *v[i].w);
+        if (st == MPX_OK && (!v[i].t || !v[i].w)) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
+        /* the scaling work is timed where it is compared: base and the adaptive variants */
+        if (st == MPX_OK && base >= 0 && i >= base && i != base + OV_STATS)
+            mpx_graph_time_scaling(v[i].g, 1);
+    }
+    if (st == MPX_OK) st = measure(o, v, nv);
+    if (st == MPX_OK) {
+        reference_gemm(v[0].g, res);
         res->flops_per_step = mpx_graph_flops(v[0].g, 1);
         res->batch = rc->train.batch_size;
         res->peak_rss = mpx_peak_rss();
@@ -290,51 +361,8 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         res->has_scratch_peak = be->scratch_peak != NULL;
         res->scratch_peak = be->scratch_peak ? be->scratch_peak(be) : 0;
         res->conv16_fallbacks = be->conv16_fallbacks ? be->conv16_fallbacks(be) : -1;
-        res->n = 0;
-        for (int i = 0; i < nv; i++) {
-            mpx_bench_row *row = &res->rows[res->n++];
-            snprintf(row->name, sizeof row->name, "%s", v[i].name);
-            snprintf(row->mode, sizeof row->mode, "%s", mpx_precision_mode_name(v[i].prec.mode));
-            row->median_s = median(v[i].t, o->steps);
-            row->min_s = row->max_s = v[i].t[0];
-            for (int r = 1; r < o->steps; r++) {
-                row->min_s = fmin(row->min_s, v[i].t[r]);
-                row->max_s = fmax(row->max_s, v[i].t[r]);
-            }
-            row->samples_per_s = res->batch / row->median_s;
-            row->skipped_flops = v[i].skipped / o->steps;
-            row->gflops = (res->flops_per_step - row->skipped_flops) / row->median_s * 1e-9;
-            row->ratio_ref = row->gflops / res->ref_gflops;
-            mpx_memory_plan mp;
-            mpx_graph_memory(v[i].g, &mp);
-            row->arena_bytes = (double)mp.total;
-            row->waits_per_step = (double)v[i].waits / o->steps;
-            row->redos_per_step = (double)v[i].redos / o->steps;
-        }
-        if (base >= 0) {
-            const int n = o->steps;
-            double *d = malloc(MPX_OVERHEAD_KINDS * (size_t)n * sizeof *d);
-            if (!d) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
-            for (int r = 0; d && r < n; r++) {
-                const variant *ov = &v[base];
-                double tb = ov[OV_BASE].t[r], ts = ov[OV_STATS].t[r], ta = ov[OV_CONTROL].t[r];
-                double tu = ov[OV_ALS_UPDATE].t[r], tc = ov[OV_ALS_CACHED].t[r];
-                double wb = ov[OV_BASE].w[r], wu = ov[OV_ALS_UPDATE].w[r];
-                double wc = ov[OV_ALS_CACHED].w[r], wa = ov[OV_CONTROL].w[r];
-                d[MPX_OVERHEAD_STATS_EVERY_1 * n + r] = (ts - tb) / tb;
-                d[MPX_OVERHEAD_STATS_EVERY_100 * n + r] = (ts - tb) / 100 / tb;
-                d[MPX_OVERHEAD_ADAPTIVE_EVERY_1 * n + r] = (tu - tb) / tb;
-                d[MPX_OVERHEAD_ADAPTIVE_EVERY_100 * n + r] = ((99 * tc + tu) / 100 - tb) / tb;
-                d[MPX_OVERHEAD_ADAPTIVE_EVERY_1_PARTS * n + r] = (wu - wb) / tb;
-                d[MPX_OVERHEAD_ADAPTIVE_EVERY_100_PARTS * n + r] = ((99 * wc + wu) / 100 - wb) / tb;
-                d[MPX_OVERHEAD_CONTROL * n + r] = (ta - tb) / tb;
-                d[MPX_OVERHEAD_CONTROL_PARTS * n + r] = (wa - wb) / tb;
-            }
-            for (int q = 0; d && q < MPX_OVERHEAD_KINDS; q++)
-                res->overhead[q] = mpx_median_ci(d + q * n, n, &res->overhead_lo[q], &res->overhead_hi[q]);
-            res->has_overheads = d != NULL;
-            free(d);
-        }
+        result_rows(o, v, nv, res);
+        if (base >= 0) st = overheads(&v[base], o->steps, res);
         if (o->profile && out)
             for (int i = 0; i < (base >= 0 ? base : nv); i++) {
                 fprintf(out, "per-op profile of %s (%d steps):\n", v[i].name, o->steps);

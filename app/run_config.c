@@ -238,11 +238,8 @@ static mpx_status als_version(mpx_config *cfg, const mpx_run_cfg *rc, mpx_scalin
     return MPX_OK;
 }
 
-mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
-    MPX_TRY(mpx_config_validate(cfg, mpx_run_schema, mpx_run_schema_len));
-    memset(rc, 0, sizeof *rc);
-
-    /* model */
+/* The model section: architecture, task and the family's own settings. */
+static mpx_status model_from(mpx_config *cfg, mpx_run_cfg *rc) {
     mpx_model_cfg *m = &rc->model;
     copy_str(m->arch, sizeof m->arch, mpx_cfg_str(cfg, "model.arch"));
     const double wmult = mpx_cfg_float(cfg, "model.width");
@@ -275,8 +272,12 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
         m->resnet.bn_eps = bn_eps;
         m->resnet.bn_momentum = bn_mom;
     }
+    return MPX_OK;
+}
 
-    /* data */
+/* The data section, and whether the dataset fits the model's task. */
+static mpx_status data_from(mpx_config *cfg, mpx_run_cfg *rc) {
+    const mpx_model_cfg *m = &rc->model;
     mpx_data_cfg *d = &rc->data;
     copy_str(d->dataset, sizeof d->dataset, mpx_cfg_str(cfg, "data.dataset"));
     copy_str(d->root, sizeof d->root, mpx_cfg_str(cfg, "data.root"));
@@ -310,8 +311,11 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
         return contradiction(cfg, "data.dataset", "imagefolder needs data.root");
     if (strcmp(d->dataset, "imagefolder") == 0 && d->resolution == 0)
         return contradiction(cfg, "data.dataset", "imagefolder needs data.resolution (e.g. 224)");
+    return MPX_OK;
+}
 
-    /* train */
+/* The train section: schedule, optimizer, evaluation, checkpoints. */
+static mpx_status train_from(mpx_config *cfg, mpx_run_cfg *rc) {
     mpx_train_cfg *t = &rc->train;
     t->steps = mpx_cfg_int(cfg, "train.steps");
     t->batch_size = (int)mpx_cfg_int(cfg, "train.batch_size");
@@ -344,8 +348,13 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
     t->eval_batches = mpx_cfg_int(cfg, "train.eval_batches");
     t->checkpoint_every = mpx_cfg_int(cfg, "train.checkpoint_every");
     t->max_nonfinite = (int)mpx_cfg_int(cfg, "train.max_nonfinite");
+    return MPX_OK;
+}
 
-    /* precision */
+/* The precision section: the policy, master weights, the loss-scaling method and which of its
+ * keys apply. */
+static mpx_status precision_from(mpx_config *cfg, mpx_run_cfg *rc) {
+    const mpx_train_cfg *t = &rc->train;
     if (mpx_precision_init(&rc->precision, mpx_cfg_str(cfg, "precision.mode"),
                            mpx_cfg_str(cfg, "precision.rounding"), t->seed) != 0)
         return contradiction(cfg, "precision.mode", "unknown mode or rounding");
@@ -401,8 +410,16 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
         return contradiction(cfg, "precision.scaling", "fixed scaling needs precision.loss_scale");
     if (s->max_scale > 0 && s->min_scale > s->max_scale)
         return contradiction(cfg, "precision.min_scale", "exceeds precision.max_scale");
+    return MPX_OK;
+}
 
-    /* log */
+mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
+    MPX_TRY(mpx_config_validate(cfg, mpx_run_schema, mpx_run_schema_len));
+    memset(rc, 0, sizeof *rc);
+    MPX_TRY(model_from(cfg, rc));
+    MPX_TRY(data_from(cfg, rc));
+    MPX_TRY(train_from(cfg, rc));
+    MPX_TRY(precision_from(cfg, rc));
     rc->log.stats_every = mpx_cfg_int(cfg, "log.stats_every");
     rc->log.log_every = mpx_cfg_int(cfg, "log.log_every");
     const char *prog = mpx_cfg_str(cfg, "log.progress");

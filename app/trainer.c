@@ -94,12 +94,103 @@ static mpx_status checkpoint(trainer *t, int64_t next_step) {
     return mpx_checkpoint_write(t->o->checkpoint_path, &s);
 }
 
+/* What one training step did. */
+typedef struct {
+    double loss, lr, scale;
+    int skip, loss_bad, stats_due;
+    double seconds;
+} step_done;
+
+/* Stops the run as diverged with `why` in the run file. */
+static mpx_status diverged(trainer *t, const char *why, int64_t steps_done, mpx_train_result *res) {
+    MPX_TRY(mpx_runlog_mark_stopped(t->log, why));
+    res->stopped_early = 1;
+    res->steps_done = steps_done;
+    return mpx_fail(MPX_ERR_NUMERIC, "%s", why);
+}
+
+/* One step: batch, forward, backward with the loss scale (and on statistics steps the counted
+ * casts), the scaler's skip decision, the update on the masters, the working weights rounded,
+ * the train row (and statistics) logged. */
+static mpx_status train_step(trainer *t, int64_t step, step_done *d, mpx_train_result *res) {
+    const mpx_run_cfg *rc = t->rc;
+    const run_task_ops *task = t->task.ops;
+    const double t0 = mpx_now();
+    MPX_TRY(task->fetch(&t->task));
+    MPX_TRY(task->feed(&t->task, t->g));
+    mpx_graph_set_step(t->g, step);
+    MPX_TRY(mpx_graph_forward(t->g, 1));
+    d->scale = mpx_scaler_loss_scale(&t->scaler);
+    d->stats_due = rc->log.stats_every > 0 && step % rc->log.stats_every == 0;
+    mpx_backward_opts bo = {&rc->scaling,
+                            injected(&rc->train, step) ? d->scale * 0x1p100 : d->scale, step,
+                            d->stats_due ? t->stats : NULL};
+    int64_t nonfinite = 0;
+    mpx_status bst = mpx_graph_backward(t->g, &bo, &nonfinite);
+    if (bst == MPX_ERR_NUMERIC) {
+        /* A numerical failure the method stops on (als = reference: a merge without a target,
+         * where the 2019 code raises): the run ends as diverged, with the reason. */
+        char why[512];
+        snprintf(why, sizeof why, "diverged at step %lld: %.460s", (long long)step,
+                 mpx_error_message());
+        return diverged(t, why, step, res);
+    }
+    MPX_TRY(bst);
+    /* Read with the non-finite count (the step's one wait on a device). */
+    d->loss = mpx_graph_loss(t->g);
+    d->loss_bad = !isfinite(d->loss);
+    d->skip = mpx_scaler_update(&t->scaler, nonfinite > 0 || d->loss_bad);
+    d->lr = mpx_lr_at(&rc->train.lr, step);
+    if (d->stats_due) MPX_TRY(mpx_optimizer_watch(t->opt));
+    if (!d->skip) {
+        MPX_TRY(mpx_optimizer_step_norm(t->opt, d->lr, mpx_graph_grad_norm(t->g)));
+        MPX_TRY(mpx_graph_sync_weights(t->g, step + 1));
+    }
+    if (d->stats_due) MPX_TRY(mpx_optimizer_watched(t->opt, t->stats));
+    d->seconds = mpx_now() - t0;
+    t->train_time += d->seconds;
+    mpx_train_row row = {step,
+                         (float)d->loss,
+                         (float)d->lr,
+                         d->scale,
+                         (uint8_t)d->skip,
+                         (float)(rc->train.batch_size / (mpx_now() - t0)),
+                         t->train_time};
+    MPX_TRY(mpx_runlog_train(t->log, &row));
+    if (d->stats_due) MPX_TRY(mpx_runlog_stats(t->log, step, t->stats));
+    return MPX_OK;
+}
+
+/* After step `step`: the evaluation and the checkpoint when due. */
+static mpx_status after_step(trainer *t, int64_t step, const mpx_step_report *r,
+                             mpx_train_result *res) {
+    const mpx_run_cfg *rc = t->rc;
+    const int last = step + 1 == rc->train.steps;
+    const int eval_due =
+        last || (rc->train.eval_every > 0 && (step + 1) % rc->train.eval_every == 0);
+    if (eval_due) {
+        double el, metric;
+        MPX_TRY(evaluate(t, &el, &metric));
+        MPX_TRY(mpx_runlog_eval(t->log, step + 1, (float)el, (float)metric));
+        mpx_step_report e = *r;
+        e.is_eval = 1;
+        e.eval_loss = el;
+        e.eval_metric = metric;
+        e.metric_name = t->task.ops->metric;
+        report(t, &e);
+        res->final_metric = metric;
+    }
+    if (t->o->checkpoint_path &&
+        ((rc->train.checkpoint_every > 0 && (step + 1) % rc->train.checkpoint_every == 0) || last))
+        MPX_TRY(checkpoint(t, step + 1));
+    return MPX_OK;
+}
+
 static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
     const mpx_run_cfg *rc = t->rc;
     const int64_t steps = rc->train.steps, B = rc->train.batch_size;
-    const run_task_ops *task = t->task.ops;
-    const int layerwise = mpx_scaling_is_layerwise(rc->scaling.method);
-    const int tolerate_overflow = rc->scaling.method == MPX_SCALING_DYNAMIC || layerwise;
+    const int tolerate_overflow = rc->scaling.method == MPX_SCALING_DYNAMIC ||
+                                  mpx_scaling_is_layerwise(rc->scaling.method);
     int bad_streak = 0;
     double last_loss = NAN, underflow = 0;
     mpx_status st = MPX_OK;
@@ -107,92 +198,30 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
     t->train_time = mpx_runlog_resumed_wall_s(t->log);
     const double time0 = t->train_time;
     res->steps_done = start;
-    for (int64_t step = start; step < steps; step++) {
-        double t0 = mpx_now();
-        MPX_TRY(task->fetch(&t->task));
-        MPX_TRY(task->feed(&t->task, t->g));
-        mpx_graph_set_step(t->g, step);
-        MPX_TRY(mpx_graph_forward(t->g, 1));
-        double scale = mpx_scaler_loss_scale(&t->scaler);
-        int stats_due = rc->log.stats_every > 0 && step % rc->log.stats_every == 0;
-        mpx_backward_opts bo = {&rc->scaling, injected(&rc->train, step) ? scale * 0x1p100 : scale, step,
-                                stats_due ? t->stats : NULL};
-        int64_t nonfinite = 0;
-        mpx_status bst = mpx_graph_backward(t->g, &bo, &nonfinite);
-        if (bst == MPX_ERR_NUMERIC) {
-            /* A numerical failure the method stops on (als = reference: a merge without a
-             * target, where the 2019 code raises): the run ends as diverged, with the reason. */
-            char why[512];
-            snprintf(why, sizeof why, "diverged at step %lld: %.460s", (long long)step,
-                     mpx_error_message());
-            MPX_TRY(mpx_runlog_mark_stopped(t->log, why));
-            res->stopped_early = 1;
-            res->steps_done = step;
-            st = mpx_fail(MPX_ERR_NUMERIC, "%s", why);
-            break;
-        }
-        MPX_TRY(bst);
-        /* Read with the non-finite count (the step's one wait on a device). */
-        double loss = mpx_graph_loss(t->g);
-        int loss_bad = !isfinite(loss);
-        int skip = mpx_scaler_update(&t->scaler, nonfinite > 0 || loss_bad);
-        double lr = mpx_lr_at(&rc->train.lr, step);
-        if (stats_due) MPX_TRY(mpx_optimizer_watch(t->opt));
-        if (!skip) {
-            MPX_TRY(mpx_optimizer_step_norm(t->opt, lr, mpx_graph_grad_norm(t->g)));
-            MPX_TRY(mpx_graph_sync_weights(t->g, step + 1));
-        }
-        if (stats_due) MPX_TRY(mpx_optimizer_watched(t->opt, t->stats));
-        t->train_time += mpx_now() - t0;
-        last_loss = loss;
-
-        mpx_train_row row = {step, (float)loss, (float)lr, scale, (uint8_t)skip,
-                             (float)(B / (mpx_now() - t0)), t->train_time};
-        MPX_TRY(mpx_runlog_train(t->log, &row));
-        if (stats_due) {
-            MPX_TRY(mpx_runlog_stats(t->log, step, t->stats));
-            underflow = pooled_underflow(t);
-        }
+    for (int64_t step = start; step < steps && st == MPX_OK; step++) {
+        step_done d = {0};
+        if ((st = train_step(t, step, &d, res)) != MPX_OK) break;
+        last_loss = d.loss;
+        if (d.stats_due) underflow = pooled_underflow(t);
         const double run_time = t->train_time - time0;
-        mpx_step_report r = {step, steps, loss, lr, scale, skip,
+        mpx_step_report r = {step, steps, d.loss, d.lr, d.scale, d.skip,
                              (double)(step - start + 1) * B / run_time, t->train_time,
                              run_time / (double)(step - start + 1) * (double)(steps - step - 1),
-                             0, 0, 0, NULL, stats_due, underflow};
+                             0, 0, 0, NULL, d.stats_due, underflow};
         report(t, &r);
-
         /* Divergence: a non-finite loss (any method) or, where no scaler will recover,
          * non-finite gradients, for max_nonfinite consecutive steps. */
-        bad_streak = (loss_bad || (skip && !tolerate_overflow)) ? bad_streak + 1 : 0;
+        bad_streak = (d.loss_bad || (d.skip && !tolerate_overflow)) ? bad_streak + 1 : 0;
         if (bad_streak >= rc->train.max_nonfinite) {
             char why[256];
             snprintf(why, sizeof why,
                      "diverged: %d consecutive steps with a non-finite loss or gradient (last at "
                      "step %lld, train.max_nonfinite = %d)",
                      bad_streak, (long long)step, rc->train.max_nonfinite);
-            MPX_TRY(mpx_runlog_mark_stopped(t->log, why));
-            res->stopped_early = 1;
-            res->steps_done = step + 1;
-            st = mpx_fail(MPX_ERR_NUMERIC, "%s", why);
+            st = diverged(t, why, step + 1, res);
             break;
         }
-
-        int last = step + 1 == steps;
-        int eval_due = last || (rc->train.eval_every > 0 && (step + 1) % rc->train.eval_every == 0);
-        if (eval_due) {
-            double el, metric;
-            MPX_TRY(evaluate(t, &el, &metric));
-            MPX_TRY(mpx_runlog_eval(t->log, step + 1, (float)el, (float)metric));
-            mpx_step_report e = r;
-            e.is_eval = 1;
-            e.eval_loss = el;
-            e.eval_metric = metric;
-            e.metric_name = task->metric;
-            report(t, &e);
-            res->final_metric = metric;
-        }
-        if (t->o->checkpoint_path &&
-            ((rc->train.checkpoint_every > 0 && (step + 1) % rc->train.checkpoint_every == 0) || last))
-            MPX_TRY(checkpoint(t, step + 1));
+        if ((st = after_step(t, step, &r, res)) != MPX_OK) break;
         res->steps_done = step + 1;
     }
     res->final_loss = last_loss;
