@@ -1,9 +1,10 @@
 /* backend_cpu.c — the CPU backend: host memory, the numerics of lib/numerics, the ops of lib/ops.
  *
  * The operators compute in FP32; FP16/BF16 storage is emulated by the executor (decode to FP32
- * scratch, round on write), so `native` accepts F32 alone — except that the GEMM family takes
- * BF16 storage itself where oneDNN multiplies it natively here (gemm_direct_io). The CPU
- * backend has no state of its own: its entries ignore the backend they are handed.
+ * scratch, round on write), so `native` accepts F32 alone — except for the classes of operators
+ * that take 16-bit storage themselves (op_direct_io): the GEMM family where oneDNN multiplies it
+ * natively here, batch-norm, ReLU and add everywhere. The CPU backend has no state of its own:
+ * its entries ignore the backend they are handed.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -200,10 +201,18 @@ static void cpu_scaled_sub(const mpx_backend *be, float *w, const float *u, size
 }
 
 /* The GEMM family multiplies 16-bit storage natively where oneDNN can on this CPU (BF16 with
- * AVX512_BF16 or AMX; F16 where oneDNN has it): ops.h, mpx_gemm_lowp_native. */
-static int cpu_gemm_direct_io(const mpx_backend *be, mpx_dtype t) {
+ * AVX512_BF16 or AMX; F16 where oneDNN has it): ops.h, mpx_gemm_lowp_native. Batch-norm, ReLU
+ * and add take F16 and BF16 tensors on every CPU (tile.h: decoded and rounded tile by tile as
+ * they stream them, one pass over memory instead of three). */
+static int cpu_op_direct_io(const mpx_backend *be, mpx_op_class c, mpx_dtype t) {
     (void)be;
-    return mpx_gemm_lowp_native(t);
+    switch (c) {
+    case MPX_OPC_GEMM: return mpx_gemm_lowp_native(t);
+    case MPX_OPC_BATCHNORM:
+    case MPX_OPC_RELU:
+    case MPX_OPC_ADD: return t == MPX_F16 || t == MPX_BF16;
+    default: return 0;
+    }
 }
 
 /* ---- the table's entries that are library functions, with the backend they belong to (the CPU
@@ -496,7 +505,7 @@ static const mpx_backend g_cpu = {
     .name = "cpu",
     .device = MPX_DEV_CPU,
     .native = cpu_native,
-    .gemm_direct_io = cpu_gemm_direct_io,
+    .op_direct_io = cpu_op_direct_io,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .zero = cpu_zero,

@@ -41,9 +41,9 @@ mpx_status mpx_graph_forward(mpx_graph *g, int training) {
         scratch_reset(g);
         double t0 = g->profile ? profile_clock(g) : 0;
         const double skipped0 = g->profile && g->be->skipped_flops ? g->be->skipped_flops(g->be) : 0;
-        g->gemm_views = op_is_gemm_family(n->op);
+        g->view_class = op_class(n->op);
         mpx_status st = node_forward(g, n, training);
-        g->gemm_views = 0;
+        g->view_class = MPX_OPC_OTHER;
         if (g->profile) {
             n->prof.fwd += profile_clock(g) - t0;
             n->prof.calls++;
@@ -456,9 +456,9 @@ static mpx_status backward_pass(mpx_graph *g, bw_pass *p) {
         if (n->op == OP_INPUT) continue;
         double t0 = g->profile ? profile_clock(g) : 0;
         const double skipped0 = g->profile && g->be->skipped_flops ? g->be->skipped_flops(g->be) : 0;
-        g->gemm_views = op_is_gemm_family(n->op);
+        g->view_class = op_class(n->op);
         st = backward_node(g, n);
-        g->gemm_views = 0;
+        g->view_class = MPX_OPC_OTHER;
         if (g->profile) {
             n->prof.bwd += profile_clock(g) - t0;
             if (g->be->skipped_flops) n->prof.skipped += g->be->skipped_flops(g->be) - skipped0;

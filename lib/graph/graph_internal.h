@@ -231,8 +231,8 @@ struct mpx_graph {
 
     /* while a pass runs */
     const bw_pass *pass;           /* the backward pass in progress, NULL outside one */
-    int gemm_views;                /* a GEMM-family node's views are being made (backend.h:
-                                    * gemm_direct_io) */
+    mpx_op_class view_class;       /* the class of the node whose views are being made
+                                    * (backend.h: op_direct_io) */
     int64_t step;                  /* the step the passes belong to (rounding streams, factors) */
 };
 
@@ -258,6 +258,8 @@ const char *op_name(op_kind op);
 int op_moves_values(op_kind op);
 /* 1 for conv2d, linear, linear_t and bmm: the GEMM family. */
 int op_is_gemm_family(op_kind op);
+/* The operator class of the kind (backend.h: op_direct_io). */
+mpx_op_class op_class(op_kind op);
 /* 1 when the backend can apply a factor to the op's input gradient itself (backend.h:
  * conv2d_backward_data_scaled and its linear siblings). */
 int op_scales_input_grad(const mpx_backend *be, op_kind op);

@@ -30,7 +30,7 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     if (!r) return unknown(n);
     if (!r->backward) return MPX_OK;
     mpx_tensor dy_g, dyd_g, w0_g;
-    if (r->gemm_family) {
+    if (r->cls == MPX_OPC_GEMM) {
         MPX_TRY(gemm_input(g, &dy, &dy_g));
         MPX_TRY(gemm_input(g, &dy_data, &dyd_g));
         MPX_TRY(gemm_input(g, &w0, &w0_g));

@@ -48,7 +48,7 @@ typedef struct {
     op_backward_fn backward; /* NULL: no gradient to propagate */
     op_shadow_fn shadow;     /* the ops whose backward only moves values: their shadow pass */
     op_flops_fn flops;       /* NULL: no FLOPs counted */
-    int gemm_family;         /* conv2d, linear, linear_t, bmm: the GEMM operand rules */
+    mpx_op_class cls;        /* backend.h: GEMM (the operand rules), batch-norm, relu, add, other */
 } op_row;
 /* The row of op kind `op`; NULL for a kind outside the table. */
 const op_row *op_row_of(op_kind op);

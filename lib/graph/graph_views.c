@@ -4,9 +4,10 @@
  * An op asks for FP32 views; when the backend cannot read the storage dtype natively the view is
  * decoded into scratch, and results written into scratch are rounded into storage on commit (RNE
  * or stochastic, per the precision policy). A backend whose ops decode and round storage
- * themselves (direct_io; for the GEMM family alone: gemm_direct_io, while g->gemm_views says a
- * GEMM-family node is asking) gets the stored tensors instead — inputs always, forward outputs when
- * the policy rounds to nearest — which saves a pass over memory per view and changes no bit. A
+ * themselves (direct_io; for one class of ops alone: op_direct_io, asked with the class of the
+ * node whose views are being made, g->view_class) gets the stored tensors instead — inputs
+ * always, forward outputs when the policy rounds to nearest — which saves a pass over memory per
+ * view and changes no bit. A
  * gradient an op computes comes back in FP32 scratch whenever its commit has more to do than
  * round it to nearest: scale it, count it (statistics steps), shadow it or take its quantile, or
  * merge it with other branches; otherwise (grad_direct) such a backend writes it into its 16-bit
@@ -67,7 +68,7 @@ static int reads_stored(const mpx_graph *g, mpx_dtype dt) {
     if (g->be->native(g->be, dt)) return 1;
     if (!g->prec.direct_io) return 0;
     return (g->be->direct_io && g->be->direct_io(g->be, dt)) ||
-           (g->gemm_views && g->be->gemm_direct_io && g->be->gemm_direct_io(g->be, dt));
+           (g->be->op_direct_io && g->be->op_direct_io(g->be, g->view_class, dt));
 }
 
 /* Whether ops write forward values stored as `dt` themselves: natively, or rounding to nearest

@@ -105,6 +105,14 @@ static void decode_chunk(mpx_dtype t, mpx_decode16_fn dec16, const void *src, fl
     }
 }
 
+void mpx_encode16_block(mpx_dtype t, const float *src, uint16_t *dst, size_t n) {
+    mpx_k_encoder16(t, mpx_impl_current())(src, 1.0f, dst, n);
+}
+
+void mpx_decode16_block(mpx_dtype t, const uint16_t *src, float *dst, size_t n) {
+    mpx_k_decoder16(t, mpx_impl_current())(src, dst, n);
+}
+
 void mpx_encode(mpx_dtype dst_dtype, const float *src, void *dst, size_t n) {
     if (dst_dtype == MPX_F32) {
         if ((const void *)src != dst) memmove(dst, src, n * sizeof(float));

@@ -12,8 +12,11 @@
  * so that adding 4096 partials per channel is not one long serial chain there (64 rows at
  * least per chunk: the partials stay under 1/16 of x's FP32 bytes, 2 doubles per 64 values).
  * The variance uses sums shifted by the first row (x - x[0]), which keeps E[d^2] - E[d]^2 free
- * of the cancellation of the unshifted formula at the cost of a single read pass. Chunk partials live in a buffer that grows to the largest shape seen (ops run on
- * one thread at a time), so steady-state training allocates nothing here.
+ * of the cancellation of the unshifted formula at the cost of a single read pass. Chunk
+ * partials live in a buffer that grows to the largest shape seen (ops run on one thread at a
+ * time), so steady-state training allocates nothing here. x, y, dy and dx may each be stored as
+ * F32, F16 or BF16 (tile.h: decoded as loaded, rounded to nearest as stored; the per-channel
+ * vectors are FP32); the passes run over tiles of rows, so the sums' order is the FP32 path's.
  */
 #include <math.h>
 #include <stdint.h>
@@ -22,16 +25,17 @@
 
 #include "mpx/ops.h"
 #include "ops_internal.h"
+#include "tile.h"
 
 enum { CHUNK_MIN = 64, MAX_CHUNKS = 4096, GROUP = 64 };
 
 static const char *const FWD = "batchnorm forward";
 static const char *const BWD = "batchnorm backward";
 
-/* x is F32 with >= 2 dims; *m, *c get the [M, C] view. */
+/* x is F32, F16 or BF16 with >= 2 dims; *m, *c get the [M, C] view. */
 static mpx_status bn_view(const char *op, const char *name, const mpx_tensor *x, int64_t *m,
                           int64_t *c) {
-    MPX_TRY(ops_expect(op, name, x, MPX_F32, -1));
+    MPX_TRY(ops_expect_float(op, name, x, -1));
     if (x->ndim < 2)
         return mpx_fail(MPX_ERR_INPUT, "%s: %s has %d dim, expected [..., C] with >= 2 dims", op,
                         name, x->ndim);
@@ -122,39 +126,101 @@ float mpx_batchnorm_relu_threshold(mpx_dtype store) {
     }
 }
 
+/* One tile's rows (rows x w values of a, and of b when given, channels from j0) into the
+ * channels' double sums p1, p2, as chunk_sums says. */
+OPS_VECTOR_CLONES static void tile_sums(const float *ta, const float *tb, const float *f0,
+                                        const float *mn, const relu_mask *mk, int64_t j0,
+                                        int64_t rows, int64_t w, double *p1, double *p2) {
+    for (int64_t i = 0; i < rows; i++) {
+        const float *ra = ta + i * w;
+        if (!tb) {
+            for (int64_t j = 0; j < w; j++) {
+                double d = (double)ra[j] - (double)f0[j];
+                p1[j] += d;
+                p2[j] += d * d;
+            }
+        } else if (!mk) {
+            const float *rb = tb + i * w;
+            for (int64_t j = 0; j < w; j++) {
+                p1[j] += ra[j];
+                p2[j] += (double)ra[j] * ((double)rb[j] - (double)mn[j]);
+            }
+        } else {
+            const float *rb = tb + i * w, *ms = mk->scale + j0, *mb = mk->beta + j0, th = mk->t;
+            for (int64_t j = 0; j < w; j++) {
+                const float d = masked(ra[j], rb[j], mn[j], ms[j], mb[j], th);
+                p1[j] += d;
+                p2[j] += (double)d * ((double)rb[j] - (double)mn[j]);
+            }
+        }
+    }
+}
+
 /* Per chunk k of `rows` rows, in double, into part[2k][C] and part[2k+1][C]:
- *   forward  (b == NULL): sum (a - a[0]) and sum (a - a[0])^2 — shifted moments of x;
+ *   forward  (b == NULL): sum (a - a0) and sum (a - a0)^2 — shifted moments of x, a0 its first
+ *   row in FP32;
  *   backward (b != NULL): sum a and sum a * (b - mean) — of dy and dy times centred x, with dy
  *   masked first when mk is given. */
-static void chunk_sums(const float *a, const float *b, const float *mean, const relu_mask *mk,
-                       int64_t m, int64_t c, int64_t rows, int64_t nchunks, double *part) {
+static void chunk_sums(const mpx_tensor *a, const mpx_tensor *b, const float *a0,
+                       const float *mean, const relu_mask *mk, int64_t m, int64_t c, int64_t rows,
+                       int64_t nchunks, double *part) {
 #pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN && nchunks > 1)
     for (int64_t k = 0; k < nchunks; k++) {
+        float ba[TILE], bb[TILE];
         double *s1 = part + (2 * k) * c, *s2 = part + (2 * k + 1) * c;
         memset(s1, 0, (size_t)c * sizeof *s1);
         memset(s2, 0, (size_t)c * sizeof *s2);
-        int64_t i1 = (k + 1) * rows < m ? (k + 1) * rows : m;
-        for (int64_t i = k * rows; i < i1; i++) {
-            const float *ra = a + i * c;
-            if (!b) {
-                for (int64_t j = 0; j < c; j++) {
-                    double d = (double)ra[j] - (double)a[j];
-                    s1[j] += d;
-                    s2[j] += d * d;
-                }
-            } else if (!mk) {
-                const float *rb = b + i * c;
-                for (int64_t j = 0; j < c; j++) {
-                    s1[j] += ra[j];
-                    s2[j] += (double)ra[j] * ((double)rb[j] - (double)mean[j]);
-                }
-            } else {
-                const float *rb = b + i * c, *ms = mk->scale, *mb = mk->beta, t = mk->t;
-                for (int64_t j = 0; j < c; j++) {
-                    const float d = masked(ra[j], rb[j], mean[j], ms[j], mb[j], t);
-                    s1[j] += d;
-                    s2[j] += (double)d * ((double)rb[j] - (double)mean[j]);
-                }
+        const int64_t i0 = k * rows, i1 = (k + 1) * rows < m ? (k + 1) * rows : m;
+        const int64_t nt = tile_count(i0, i1, c);
+        for (int64_t q = 0; q < nt; q++) {
+            const tile_run t = tile_at(q, i0, i1, c);
+            const int64_t off = tile_offset(&t, c), len = tile_len(&t), w = t.j1 - t.j0;
+            const float *ta = tile_load(a, off, len, ba);
+            const float *tb = b ? tile_load(b, off, len, bb) : NULL;
+            tile_sums(ta, tb, a0 ? a0 + t.j0 : NULL, mean ? mean + t.j0 : NULL, mk, t.j0,
+                      t.i1 - t.i0, w,
+                      s1 + t.j0, s2 + t.j0);
+        }
+    }
+}
+
+/* One tile's rows of the forward: y = (x - mean) * scale + beta, and max(y, 0) with relu
+ * (relu.c's select on the FP32 result: NaN passes). */
+OPS_VECTOR_CLONES static void tile_forward(const float *xs, float *ys, const float *mn,
+                                           const float *sc, const float *bb, int64_t rows,
+                                           int64_t w, int relu) {
+    for (int64_t i = 0; i < rows; i++) {
+        const float *row = xs + i * w;
+        float *out = ys + i * w;
+        if (relu)
+            for (int64_t j = 0; j < w; j++) {
+                const float v = (row[j] - mn[j]) * sc[j] + bb[j];
+                out[j] = v < 0.0f ? 0.0f : v;
+            }
+        else
+            for (int64_t j = 0; j < w; j++) out[j] = (row[j] - mn[j]) * sc[j] + bb[j];
+    }
+}
+
+/* One tile's rows of the backward's dx (see mpx_batchnorm_backward_cpu); dy masked by the fused
+ * ReLU when be (its beta) is given. */
+OPS_VECTOR_CLONES static void tile_backward(const float *dys, const float *xs, float *dxs,
+                                            const float *mn, const float *is, const float *kk,
+                                            const float *mb, const float *mg, const float *sc,
+                                            const float *be, float th, int64_t rows, int64_t w) {
+    for (int64_t i = 0; i < rows; i++) {
+        const float *drow = dys + i * w, *xrow = xs + i * w;
+        float *out = dxs + i * w;
+        if (be) {
+            for (int64_t j = 0; j < w; j++) {
+                const float d = masked(drow[j], xrow[j], mn[j], sc[j], be[j], th);
+                float xhat = (xrow[j] - mn[j]) * is[j];
+                out[j] = kk[j] * (d - mb[j] - xhat * mg[j]);
+            }
+        } else {
+            for (int64_t j = 0; j < w; j++) {
+                float xhat = (xrow[j] - mn[j]) * is[j];
+                out[j] = kk[j] * (drow[j] - mb[j] - xhat * mg[j]);
             }
         }
     }
@@ -175,7 +241,7 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
     MPX_TRY(bn_channel_vec(FWD, "beta", beta, c));
     MPX_TRY(bn_channel_vec(FWD, "running_mean", running_mean, c));
     MPX_TRY(bn_channel_vec(FWD, "running_var", running_var, c));
-    MPX_TRY(ops_expect(FWD, "y", y, MPX_F32, -1));
+    MPX_TRY(ops_expect_float(FWD, "y", y, -1));
     MPX_TRY(ops_expect_same_shape(FWD, "x", x, "y", y));
     if (a->training) {
         MPX_TRY(bn_channel_vec(FWD, "save_mean", save_mean, c));
@@ -186,26 +252,24 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
                             "of C = %lld): the unbiased running variance is undefined",
                             FWD, (long long)m, (long long)c);
     }
-    const float *xd = x->data, *g = gamma->data, *bt = beta->data;
-    float *yd = y->data, *rm = running_mean->data, *rv = running_var->data;
-    float *mean = NULL, *scale = NULL;
+    const float *g = gamma->data, *bt = beta->data;
+    float *rm = running_mean->data, *rv = running_var->data;
     int64_t rows, nchunks = chunking(m, &rows);
-    double *part = partials(2 * nchunks * c + 3 * c);
+    double *part = partials(2 * nchunks * c + 4 * c);
     if (!part) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for partial sums", FWD);
-    double *tot = part + 2 * nchunks * c;   /* two totals per channel */
-    float *mv = (float *)(tot + 2 * c);     /* mean[C], scale[C] as floats */
-    mean = mv;
-    scale = mv + c;
+    double *tot = part + 2 * nchunks * c; /* two totals per channel */
+    float *mean = (float *)(tot + 2 * c), *scale = mean + c, *x0 = scale + c; /* 3C floats */
     if (a->training) {
         float *sm = save_mean->data, *si = save_invstd->data;
-        chunk_sums(xd, NULL, NULL, NULL, m, c, rows, nchunks, part);
+        tile_load_into(x, 0, c, x0); /* the first row, the shift of the sums */
+        chunk_sums(x, NULL, x0, NULL, NULL, m, c, rows, nchunks, part);
         add_partials(part, nchunks, c, tot, tot + c);
         const double mom = a->momentum;
         for (int64_t j = 0; j < c; j++) {
             const double s1 = tot[j], s2 = tot[c + j];
             double dm = s1 / (double)m, var = s2 / (double)m - dm * dm;
             if (var < 0) var = 0;
-            double mu = xd[j] + dm, invstd = 1.0 / sqrt(var + a->eps);
+            double mu = x0[j] + dm, invstd = 1.0 / sqrt(var + a->eps);
             mean[j] = sm[j] = (float)mu;
             si[j] = (float)invstd;
             scale[j] = (float)((double)si[j] * g[j]); /* from the saved invstd: see relu_dy */
@@ -220,17 +284,17 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
     }
     /* The fused ReLU is relu.c's select on the FP32 result (NaN passes). */
     const int relu = a->relu;
+    const int64_t nt = tile_count(0, m, c);
 #pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN)
-    for (int64_t i = 0; i < m; i++) {
-        const float *row = xd + i * c;
-        float *out = yd + i * c;
-        if (relu)
-            for (int64_t j = 0; j < c; j++) {
-                const float v = (row[j] - mean[j]) * scale[j] + bt[j];
-                out[j] = v < 0.0f ? 0.0f : v;
-            }
-        else
-            for (int64_t j = 0; j < c; j++) out[j] = (row[j] - mean[j]) * scale[j] + bt[j];
+    for (int64_t q = 0; q < nt; q++) {
+        float bx[TILE], by[TILE];
+        const tile_run t = tile_at(q, 0, m, c);
+        const int64_t off = tile_offset(&t, c), len = tile_len(&t), w = t.j1 - t.j0;
+        const float *xs = tile_load(x, off, len, bx), *mn = mean + t.j0, *sc = scale + t.j0,
+                    *bb = bt + t.j0;
+        float *ys = tile_dst(y, off, by);
+        tile_forward(xs, ys, mn, sc, bb, t.i1 - t.i0, w, relu);
+        tile_store(y, off, len, ys);
     }
     return MPX_OK;
 }
@@ -251,9 +315,9 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
                         "%s: only training mode has a backward (attr.training is 0)", BWD);
     int64_t m, c;
     MPX_TRY(bn_view(BWD, "x", x, &m, &c));
-    MPX_TRY(ops_expect(BWD, "dy", dy, MPX_F32, -1));
+    MPX_TRY(ops_expect_float(BWD, "dy", dy, -1));
     MPX_TRY(ops_expect_same_shape(BWD, "x", x, "dy", dy));
-    MPX_TRY(ops_expect(BWD, "dx", dx, MPX_F32, -1));
+    MPX_TRY(ops_expect_float(BWD, "dx", dx, -1));
     MPX_TRY(ops_expect_same_shape(BWD, "x", x, "dx", dx));
     MPX_TRY(bn_channel_vec(BWD, "gamma", gamma, c));
     MPX_TRY(bn_channel_vec(BWD, "save_mean", save_mean, c));
@@ -270,9 +334,9 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
                             BWD, mpx_dtype_name(a->relu_store));
         mask.beta = beta->data;
     }
-    const float *dyd = dy->data, *xd = x->data, *g = gamma->data;
+    const float *g = gamma->data;
     const float *sm = save_mean->data, *si = save_invstd->data;
-    float *dxd = dx->data, *dg = dgamma->data, *db = dbeta->data;
+    float *dg = dgamma->data, *db = dbeta->data;
     int64_t rows, nchunks = chunking(m, &rows);
     double *part = partials(2 * nchunks * c + 2 * c + 2 * c + c);
     if (!part) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for partial sums", BWD);
@@ -280,7 +344,7 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
     float *scale = (float *)(part + 2 * nchunks * c + 4 * c);
     for (int64_t j = 0; j < c; j++) scale[j] = (float)((double)si[j] * g[j]);
     mask.scale = scale;
-    chunk_sums(dyd, xd, sm, a->relu_dy ? &mask : NULL, m, c, rows, nchunks, part);
+    chunk_sums(dy, x, NULL, sm, a->relu_dy ? &mask : NULL, m, c, rows, nchunks, part);
     double *tot = part + 2 * nchunks * c; /* two totals per channel */
     add_partials(part, nchunks, c, tot, tot + c);
     float *k = (float *)(tot + 2 * c), *mdb = k + c, *mdg = mdb + c; /* 3C floats in 2C doubles */
@@ -294,21 +358,20 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
         mdb[j] = (float)(sdy / (double)m);
         mdg[j] = (float)(sdyx / (double)m);
     }
+    const int64_t nt = tile_count(0, m, c);
 #pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN)
-    for (int64_t i = 0; i < m; i++) {
-        const float *drow = dyd + i * c, *xrow = xd + i * c;
-        float *out = dxd + i * c;
-        if (a->relu_dy)
-            for (int64_t j = 0; j < c; j++) {
-                const float d = masked(drow[j], xrow[j], sm[j], scale[j], mask.beta[j], mask.t);
-                float xhat = (xrow[j] - sm[j]) * si[j];
-                out[j] = k[j] * (d - mdb[j] - xhat * mdg[j]);
-            }
-        else
-            for (int64_t j = 0; j < c; j++) {
-                float xhat = (xrow[j] - sm[j]) * si[j];
-                out[j] = k[j] * (drow[j] - mdb[j] - xhat * mdg[j]);
-            }
+    for (int64_t q = 0; q < nt; q++) {
+        float bdy[TILE], bx[TILE], bdx[TILE];
+        const tile_run t = tile_at(q, 0, m, c);
+        const int64_t off = tile_offset(&t, c), len = tile_len(&t), w = t.j1 - t.j0;
+        /* dy is loaded before dx is stored: dx may be dy's storage (relu_dy runs in place) */
+        const float *dys = tile_load(dy, off, len, bdy), *xs = tile_load(x, off, len, bx);
+        const float *mn = sm + t.j0, *is = si + t.j0, *kk = k + t.j0, *mb = mdb + t.j0,
+                    *mg = mdg + t.j0, *sc = scale + t.j0;
+        float *dxs = tile_dst(dx, off, bdx);
+        tile_backward(dys, xs, dxs, mn, is, kk, mb, mg, sc, a->relu_dy ? mask.beta + t.j0 : NULL,
+                      mask.t, t.i1 - t.i0, w);
+        tile_store(dx, off, len, dxs);
     }
     return MPX_OK;
 }

@@ -1,7 +1,7 @@
 /* gemm_lowp.c — GEMMs on 16-bit operands (BF16, or F16 where oneDNN has it) with FP32
  * accumulation and an FP32 result, through oneDNN's matmul primitive; which 16-bit formats
  * this CPU and oneDNN multiply natively; the operand and result conversions the GEMM-family
- * ops share when they take 16-bit tensors (backend.h: gemm_direct_io).
+ * ops share when they take 16-bit tensors (backend.h: op_direct_io).
  *
  * A product of two BF16 (or F16) values is exact in FP32, so these GEMMs compute what FP32 math
  * on the decoded operands computes, up to the order of the FP32 sums, and two hardware rules:

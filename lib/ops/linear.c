@@ -5,7 +5,7 @@
  * db = column sums of dy (double accumulation, deterministic).
  *
  * Tensors may be FP32 or 16-bit (the executor hands the GEMM family 16-bit storage where the
- * backend multiplies it natively: backend.h, gemm_direct_io). When both GEMM operands are in a
+ * backend multiplies it natively: backend.h, op_direct_io). When both GEMM operands are in a
  * format oneDNN multiplies natively here, the GEMM runs on them (mpx_gemm_lowp: exact products,
  * FP32 sums); otherwise 16-bit operands are decoded and the GEMM is FP32's. Results are FP32,
  * rounded into a 16-bit output's storage by mpx_encode (gemm_lowp.c says why that is the

@@ -17,6 +17,14 @@
  * 4.1, 64K 21 vs 12. */
 enum { OPS_PAR_MIN = 1 << 14 };
 
+/* An element loop compiled for the widest vector unit of the CPU it runs on (GCC's function
+ * multi-versioning, chosen when the library loads). The project compiles without FMA
+ * contraction (-ffp-contract=off), so every version does each element's operations as written:
+ * the bits do not depend on the CPU. On functions that run no OpenMP region themselves (GCC
+ * outlines a parallel loop's body before it clones a function, so the body would not be
+ * cloned). */
+#define OPS_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
 /* t is non-NULL, on the CPU, has data, dtype `dt` and `ndim` dims (ndim < 0: any 1..4). */
 mpx_status ops_expect(const char *op, const char *name, const mpx_tensor *t, mpx_dtype dt,
                       int ndim);

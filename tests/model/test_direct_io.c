@@ -16,6 +16,10 @@
  * backend without them. Only exact agreement is accepted: both runs do the same
  * FP32 arithmetic on the same values; only where the decoding and the rounding happen differs.
  *
+ * The plain CPU backend's batch-norm, ReLU and add take 16-bit storage themselves (op_direct_io,
+ * lib/ops/tile.h); the same variants trained on it and on the emulation must agree in every bit
+ * too.
+ *
  * The instrumented backend counts the 16-bit tensors it was handed (and of the outputs, the
  * gradients), so the test also fails if the executor stops using the direct path for values or
  * for gradients (or lets operators round under stochastic rounding, whose streams only the
@@ -34,7 +38,7 @@
 /* ---- the instrumented backend: the CPU's, with 16-bit storage decoded and rounded per op ---- */
 
 static const mpx_backend *cpu;
-static mpx_backend direct;
+static mpx_backend emulated, direct;
 static long long g_in16, g_out16; /* 16-bit tensors handed in to be read / to be written */
 static long long g_grad16;        /* of those written: gradients (a backward pass's outputs) */
 static long long g_scaled;        /* backward-data calls that applied a factor other than 1 */
@@ -255,7 +259,11 @@ static int direct16(const mpx_backend *be_, mpx_dtype t) {
 }
 
 static void make_direct_backend(void) {
-    cpu = mpx_backend_cpu();
+    /* The reference: the CPU backend emulating every 16-bit op through FP32 views (its batch-norm,
+     * ReLU and add otherwise take 16-bit storage themselves: op_direct_io, compared below). */
+    emulated = *mpx_backend_cpu();
+    emulated.op_direct_io = NULL;
+    cpu = &emulated;
     direct = *cpu;
     direct.name = "cpu (direct 16-bit I/O)";
     direct.direct_io = direct16;
@@ -368,5 +376,19 @@ int main(void) {
     unscaled.linear_t_backward_data_scaled = NULL;
     compare(&vs[2], &unscaled);
     compare(&vs[6], &unscaled);
+    /* The plain CPU backend, whose batch-norm, ReLU and add take 16-bit storage (tile.h), against
+     * the emulation: the same bits in every variant. */
+    for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) {
+        trace a, b;
+        run(&vs[i], cpu, &a);
+        run(&vs[i], mpx_backend_cpu(), &b);
+        char what[128];
+        snprintf(what, sizeof what, "cpu tiles: %s %s %s %s%s%s", vs[i].model, vs[i].mode,
+                 vs[i].scaling, vs[i].rounding, vs[i].decoded ? " (direct_io off)" : "",
+                 vs[i].pure ? " (no masters)" : "");
+        compare_traces(what, &a, &b);
+        trace_free(&a);
+        trace_free(&b);
+    }
     return mpx_test_done(__FILE__);
 }

@@ -40,6 +40,17 @@ typedef struct {
     float *delta;
 } mpx_adamw_step;
 
+/* Classes of operators a backend may declare to take 16-bit storage apart from the rest
+ * (op_direct_io). */
+typedef enum {
+    MPX_OPC_OTHER = 0,
+    MPX_OPC_GEMM,      /* conv2d, linear, linear_t, bmm: forward, rows forward, backward data and
+                        * weights */
+    MPX_OPC_BATCHNORM, /* forward (its fused ReLU too) and backward (relu_dy too) */
+    MPX_OPC_RELU,      /* forward and backward */
+    MPX_OPC_ADD        /* add and add+ReLU forward (the backward is the executor's) */
+} mpx_op_class;
+
 typedef struct mpx_backend {
     const char *name;
     mpx_device device;
@@ -58,11 +69,11 @@ typedef struct mpx_backend {
      * gradient arrives in FP32, to be scaled, counted or shadowed on its way into storage.
      * Operators then see mixed dtypes (an F16 dy with an F32 dx). NULL: none. */
     int (*direct_io)(const struct mpx_backend *be, mpx_dtype t);
-    /* The same promise for the GEMM family alone (conv2d, linear, linear_t and bmm: forward,
-     * rows forward, backward data and weights), whose CPU operators multiply 16-bit tensors
-     * natively where the CPU can (mpx_gemm_lowp_native): the executor then hands only those
-     * operators the storage. NULL: none. */
-    int (*gemm_direct_io)(const struct mpx_backend *be, mpx_dtype t);
+    /* The same promise for one class of operators alone (mpx_op_class): the executor then hands
+     * storage stored as `t` to those operators only. The CPU's GEMM family multiplies 16-bit
+     * tensors natively where the CPU can (mpx_gemm_lowp_native), and its memory-bound batch-norm,
+     * ReLU and add decode and round tiles as they stream them (lib/ops/tile.h). NULL: none. */
+    int (*op_direct_io)(const struct mpx_backend *be, mpx_op_class c, mpx_dtype t);
 
     /* memory: alloc returns zeroed memory or NULL */
     void *(*alloc)(const struct mpx_backend *be, size_t bytes);

@@ -54,6 +54,11 @@ float mpx_round_to(mpx_dtype t, float x);
 void mpx_decode(mpx_dtype src_dtype, const void *src, float *dst, size_t n);
 /* dst has n elements of `dst_dtype` (any floating dtype, F32 = copy). In-place allowed for F32. */
 void mpx_encode(mpx_dtype dst_dtype, const float *src, void *dst, size_t n);
+/* The same for F16 or BF16 (`t`) on the calling thread alone, with the same bits: for loops
+ * that convert one block at a time inside their own parallel region (the 16-bit tiles of the
+ * memory-bound operators, lib/ops/tile.h). */
+void mpx_encode16_block(mpx_dtype t, const float *src, uint16_t *dst, size_t n);
+void mpx_decode16_block(mpx_dtype t, const uint16_t *src, float *dst, size_t n);
 /* Which implementation mpx_encode/mpx_decode use for F16 on this CPU: "avx512", "f16c", "c". */
 const char *mpx_convert_impl(void);
 /* Force the portable C path (tests compare it against the vector path). 0 restores auto. */

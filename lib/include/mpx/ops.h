@@ -37,7 +37,7 @@ mpx_status mpx_gemm_lowp_batched(mpx_dtype t, int64_t batch, int trans_a, int tr
                                  int n, int k, float alpha, const void *a, int lda, int64_t sa,
                                  const void *b, int ldb, int64_t sb, float *c, int ldc, int64_t sc);
 /* 1 when oneDNN multiplies `t` operands natively on this CPU (not its reference kernels): the
- * GEMM-family CPU ops then take tensors stored as `t` (backend.h: gemm_direct_io). */
+ * GEMM-family CPU ops then take tensors stored as `t` (backend.h: op_direct_io). */
 int mpx_gemm_lowp_native(mpx_dtype t);
 /* The path the GEMM family takes on `t` operands here, in words (mpx info, mpx bench): "native
  * (oneDNN <implementation>, FP32 accumulation)" or "emulated (<why>)"; written into buf. */
