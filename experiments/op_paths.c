@@ -3,8 +3,9 @@
  * timed).
  *
  * The GEMM family (conv2d, linear, linear_t, bmm) takes 16-bit storage where oneDNN multiplies
- * the format natively here (ops.h: mpx_gemm_lowp_path); every other op, and the GEMM family
- * elsewhere, runs FP32 arithmetic on values decoded from storage.
+ * the format natively here (ops.h: mpx_gemm_lowp_path); batch-norm, ReLU and add take it on
+ * every CPU (decoded and rounded tile by tile inside their pass); every other op, and the GEMM
+ * family elsewhere, runs FP32 arithmetic on values decoded from storage by the executor.
  */
 #include <stdio.h>
 #include <string.h>
@@ -24,13 +25,16 @@ const char *cli_op_path(mpx_precision_mode mode, int direct_io, char *buf, size_
     case MPX_MODE_BF16:
     case MPX_MODE_FP16:
         mpx_gemm_lowp_path(mode == MPX_MODE_BF16 ? MPX_BF16 : MPX_F16, path, sizeof path);
-        if (strncmp(path, "native", 6) == 0 && !direct_io)
+        if (!direct_io)
             snprintf(buf, cap,
-                     "every op FP32 on decoded values (precision.direct_io = false; the "
-                     "GEMM family could run %s)",
+                     "every op FP32 on decoded values (precision.direct_io = false; the GEMM "
+                     "family could run %s, batch-norm, relu and add on 16-bit tiles)",
                      path);
         else
-            snprintf(buf, cap, "conv2d, linear, bmm %s; other ops FP32 on decoded values", path);
+            snprintf(buf, cap,
+                     "conv2d, linear, bmm %s; batch-norm, relu, add on 16-bit tiles; other ops "
+                     "FP32 on decoded values",
+                     path);
         break;
     }
     return buf;
