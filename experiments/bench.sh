@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench.sh — the standard benchmark set (make bench): the training step of each model at scale
 # `small` in fp32, fp16 and bf16, with the statistics and adaptive-scaling overheads, every
-# speed also as a ratio to an OpenBLAS sgemm of the model's dominant GEMM measured in the same
-# run. Tables on stdout, JSON in results/bench/<model>.json (BENCH_DIR moves them).
+# speed also as a ratio to what the host's faster sgemm (oneDNN or OpenBLAS) achieves on the
+# model's own GEMM shapes, measured in the same run. Tables on stdout, JSON in results/bench/<model>.json (BENCH_DIR moves them).
 # Then, where PyTorch is installed (`pip install torch`), each model against its PyTorch CPU peer
 # (experiments/peers/compare.sh: the same network, batch and threads, mpx and PyTorch
 # alternating) in fp32, bf16 and fp16 (the peer's amp-bf16 / amp-fp16), the table on stdout and

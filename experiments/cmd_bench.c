@@ -77,6 +77,8 @@ static void write_json(FILE *f, const char *config, const mpx_bench_result *r, i
     json_integer(&w, "gemm_n", r->ref_gemm_n);
     json_integer(&w, "gemm_k", r->ref_gemm_k);
     json_number(&w, "sgemm_gflops", r->ref_gflops);
+    json_integer(&w, "sgemm_shapes", r->ref_shapes);
+    json_number(&w, "sgemm_flops_share", r->ref_flops_share);
     json_number(&w, "sgemm_2048_gflops", r->big_gflops);
     json_string(&w, "sgemm_impl", ref_impl_name[r->ref_impl]);
     json_number(&w, "onednn_gflops", r->ref_by[0]);
@@ -196,10 +198,11 @@ int cmd_bench(int argc, char **argv) {
            r.flops_per_step * 1e-9, mpx_threads_get(), mpx_host_str());
     printf("blas: %s\n", mpx_blas_info());
     if (mpx_blas_warning()) printf("warning: %s\n", mpx_blas_warning());
-    printf("reference sgemm %dx%dx%d (the dominant GEMM): oneDNN %.1f GFLOP/s, OpenBLAS %.1f; "
-           "2048^3: oneDNN %.1f, OpenBLAS %.1f; /sgemm is against %s, the faster\n",
-           r.ref_gemm_m, r.ref_gemm_n, r.ref_gemm_k, r.ref_by[0], r.ref_by[1], r.big_by[0],
-           r.big_by[1], ref_impl_name[r.ref_impl]);
+    printf("reference sgemm: %.1f GFLOP/s, the faster of oneDNN and OpenBLAS on each of the "
+           "graph's %d largest GEMM shapes (%.0f%% of its conv/linear FLOPs), FLOP-weighted; "
+           "largest %dx%dx%d: oneDNN %.1f, OpenBLAS %.1f; 2048^3: oneDNN %.1f, OpenBLAS %.1f\n",
+           r.ref_gflops, r.ref_shapes, 100 * r.ref_flops_share, r.ref_gemm_m, r.ref_gemm_n,
+           r.ref_gemm_k, r.ref_by[0], r.ref_by[1], r.big_by[0], r.big_by[1]);
     if (rc.train.device == MPX_DEV_CPU) {
         printf("paths (cpu):\n");
         for (int i = 0; i < r.n; i++) {

@@ -164,10 +164,16 @@ typedef struct {
     mpx_bench_row rows[8];
     int batch;
     double flops_per_step;
-    int ref_gemm_m, ref_gemm_n, ref_gemm_k;
-    double ref_gflops, big_gflops; /* the reference sgemm: the dominant GEMM shape; 2048^3 */
-    double ref_by[2], big_by[2];   /* the same through [0] oneDNN, [1] OpenBLAS */
-    int ref_impl;                  /* which of the two is the reference: the faster */
+    /* The reference (/sgemm): the FLOP-weighted rate of the faster sgemm on the graph's own
+     * conv/linear GEMM shapes (the ref_shapes largest, ref_flops_share of their FLOPs). */
+    double ref_gflops;
+    int ref_shapes;
+    double ref_flops_share;
+    int ref_gemm_m, ref_gemm_n, ref_gemm_k; /* the largest shape */
+    double big_gflops;             /* 2048^3 through the faster library on the largest shape */
+    double ref_by[2], big_by[2];   /* the largest shape and 2048^3 through [0] oneDNN, [1]
+                                    * OpenBLAS (the regression baselines' references) */
+    int ref_impl;                  /* the faster of the two on the largest shape */
     size_t peak_rss;
     /* device backends: the most memory the operators held beyond the arenas (backend.h:
      * scratch_peak), over every variant; has_scratch_peak 0 on the CPU */
