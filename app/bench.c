@@ -384,6 +384,8 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         reference_gemm(v[0].g, res);
         res->flops_per_step = mpx_graph_flops(v[0].g, 1);
         res->batch = rc->train.batch_size;
+        const int64_t eb = rc->train.eval_batches * (int64_t)rc->train.batch_size;
+        res->eval_examples = eb > 0 && eb < task.n_eval ? eb : task.n_eval;
         res->peak_rss = mpx_peak_rss();
         const mpx_backend *be = mpx_graph_backend(v[0].g);
         res->has_scratch_peak = be->scratch_peak != NULL;

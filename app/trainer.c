@@ -4,7 +4,8 @@
  * scale, layer factors and, on statistics steps, the counted casts -> skip or update on the
  * FP32 masters -> round the working weights -> log. Evaluation and checkpoints at their
  * intervals; a run whose loss stays non-finite stops with a clear message and the reason in
- * the run file.
+ * the run file. One writer per run file (a lock beside it); a stop requested by a signal ends
+ * the step in progress, writes a checkpoint and flushes the run file.
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "mpx/checkpoint.h"
+#include "mpx/fsutil.h"
 #include "mpx/runlog.h"
 #include "mpx/runtime.h"
 #include "task.h"
@@ -186,6 +188,23 @@ static mpx_status after_step(trainer *t, int64_t step, const mpx_step_report *r,
     return MPX_OK;
 }
 
+/* Stop on request (opts.stop) after step `step`: a checkpoint at step + 1 unless after_step just
+ * wrote it, the run file marked with the reason and flushed. */
+static mpx_status interrupt(trainer *t, int64_t step, mpx_train_result *res) {
+    const mpx_run_cfg *rc = t->rc;
+    const int signo = (int)*t->o->stop;
+    const int written = rc->train.checkpoint_every > 0 && (step + 1) % rc->train.checkpoint_every == 0;
+    if (t->o->checkpoint_path && !written) MPX_TRY(checkpoint(t, step + 1));
+    char why[512];
+    snprintf(why, sizeof why, "interrupted by signal %d after step %lld%s%.400s", signo,
+             (long long)step, t->o->checkpoint_path ? "; resume with --resume " : "",
+             t->o->checkpoint_path ? t->o->checkpoint_path : "");
+    MPX_TRY(mpx_runlog_mark_stopped(t->log, why));
+    MPX_TRY(mpx_runlog_flush(t->log));
+    res->interrupted = signo;
+    return MPX_OK;
+}
+
 static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
     const mpx_run_cfg *rc = t->rc;
     const int64_t steps = rc->train.steps, B = rc->train.batch_size;
@@ -223,6 +242,10 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
         }
         if ((st = after_step(t, step, &r, res)) != MPX_OK) break;
         res->steps_done = step + 1;
+        if (t->o->stop && *t->o->stop && step + 1 < steps) {
+            st = interrupt(t, step, res);
+            break;
+        }
     }
     res->final_loss = last_loss;
     res->skipped = t->scaler.skipped;
@@ -243,7 +266,17 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
 
     mpx_checkpoint_state ck;
     memset(&ck, 0, sizeof ck);
-    mpx_status st = run_task_open(rc, &t.task);
+    /* One writer per run file, before anything is read or written: a second `mpx train` on the
+     * same file (--force included) stops here, naming the holder. */
+    char lock[4200];
+    int lock_fd = -1;
+    mpx_status st = MPX_OK;
+    if (snprintf(lock, sizeof lock, "%s.lock", o->out) >= (int)sizeof lock)
+        return mpx_fail(MPX_ERR_INPUT, "run file path too long: '%s'", o->out);
+    char what[4200];
+    snprintf(what, sizeof what, "run file '%s'", o->out);
+    MPX_TRY(mpx_fs_trylock(lock, what, &lock_fd));
+    st = run_task_open(rc, &t.task);
     if (st == MPX_OK) st = run_task_graph(&t.task, NULL, &t.g);
     if (st == MPX_OK) st = mpx_optimizer_create(t.g, &rc->train.optim, &t.opt);
     if (st == MPX_OK) st = mpx_scaler_init(&t.scaler, &rc->scaling);
@@ -281,5 +314,6 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
     free(t.stats);
     free(t.layers);
     free(ck.config_text_read);
+    mpx_fs_unlock(lock_fd);
     return st;
 }

@@ -8,7 +8,7 @@
 #include "mpx/error.h"
 #include "mpx/precision.h"
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_DIVERGED = 3 };
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_DIVERGED = 3, EXIT_INTERRUPTED = 4 };
 
 /* Print "mpx <cmd>: <message>" on stderr; returns the exit code for `st` (2 for bad input). */
 int cli_error(const char *cmd, mpx_status st);

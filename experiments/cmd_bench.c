@@ -60,8 +60,8 @@ static int row_mode(const mpx_bench_row *row, mpx_precision_mode *m) {
     return 0;
 }
 
-static void write_json(FILE *f, const char *config, const mpx_bench_result *r, int tokens,
-                       int cpu, int direct_io) {
+static void write_json(FILE *f, const char *config, const mpx_run_cfg *rc,
+                       const mpx_bench_result *r, int tokens, int cpu, int direct_io) {
     json_writer w = {f, 0, {0}};
     json_begin_object(&w, NULL);
     json_string(&w, "config", config);
@@ -72,6 +72,12 @@ static void write_json(FILE *f, const char *config, const mpx_bench_result *r, i
     json_string(&w, "blas", mpx_blas_info());
     json_integer(&w, "batch", r->batch);
     json_number(&w, "gflop_per_step", r->flops_per_step * 1e-9);
+    /* the config's schedule, for estimates of a whole run (experiments/estimate.py) */
+    json_begin_object(&w, "schedule");
+    json_integer(&w, "steps", rc->train.steps);
+    json_integer(&w, "eval_every", rc->train.eval_every);
+    json_integer(&w, "eval_examples", r->eval_examples);
+    json_end_object(&w);
     json_begin_object(&w, "reference");
     json_integer(&w, "gemm_m", r->ref_gemm_m);
     json_integer(&w, "gemm_n", r->ref_gemm_n);
@@ -265,7 +271,7 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "mpx bench: cannot write '%s'\n", json);
             return EXIT_FAIL;
         }
-        write_json(f, config, &r, tokens, rc.train.device == MPX_DEV_CPU, rc.precision.direct_io);
+        write_json(f, config, &rc, &r, tokens, rc.train.device == MPX_DEV_CPU, rc.precision.direct_io);
         if (fclose(f) != 0) {
             fprintf(stderr, "mpx bench: cannot write '%s'\n", json);
             return EXIT_FAIL;

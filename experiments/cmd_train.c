@@ -5,6 +5,7 @@
  * log.log_every steps otherwise, and every evaluation.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +27,15 @@ static void help(void) {
            "  --resume CKPT    continue from a checkpoint, appending to its run file\n"
            "  --help-config    list every config key with its default and meaning\n"
            "\n"
-           "Exit status: 0 done, 1 failed, 2 bad input (config, data, files), 3 diverged (the\n"
-           "loss or gradients stayed non-finite for train.max_nonfinite steps; the run file\n"
-           "records it in its `stopped` attribute).\n");
+           "One process writes a run file at a time (a lock FILE.lock beside it): a second\n"
+           "`mpx train` on it, --force included, stops with exit 2 naming the holder.\n"
+           "SIGTERM or SIGINT: the step in progress finishes, a checkpoint is written, the run\n"
+           "file is flushed (a second signal stops at once); --resume continues exactly.\n"
+           "\n"
+           "Exit status: 0 done, 1 failed, 2 bad input (config, data, files; a run file in\n"
+           "use), 3 diverged (the loss or gradients stayed non-finite for\n"
+           "train.max_nonfinite steps; the run file records it in its `stopped` attribute),\n"
+           "4 stopped by SIGTERM/SIGINT with a checkpoint written (resume with --resume).\n");
 }
 
 static void help_config(void) {
@@ -96,6 +103,21 @@ static void checkpoint_path(const char *out, char *buf, size_t cap) {
     snprintf(buf, cap, "%.*s.ckpt", (int)n, out);
 }
 
+/* SIGTERM (a batch scheduler's preemption) or SIGINT: stop after the step in progress. A second
+ * one ends the process at once (SA_RESETHAND). */
+static volatile sig_atomic_t g_stop;
+static void on_signal(int signo) { g_stop = signo; }
+
+static void catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
 int cmd_train(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         help();
@@ -156,7 +178,8 @@ int cmd_train(int argc, char **argv) {
     char *resolved = mpx_config_resolved_text(cfg);
     mpx_config_free(cfg);
     printer pr = {isatty(fileno(stderr)), rc.log.log_every, rc.log.progress};
-    mpx_train_opts o = {out, force, resume, ckpt, resolved, config, on_report, &pr};
+    mpx_train_opts o = {out, force, resume, ckpt, resolved, config, on_report, &pr, &g_stop};
+    catch_stop_signals();
     mpx_train_result res;
     fprintf(stderr, "mpx train: %s -> %s (%s, %s, %s scaling)\n", config, out, rc.model.arch,
             mpx_precision_mode_name(rc.precision.mode), mpx_scaling_name(rc.scaling.method));
@@ -167,6 +190,12 @@ int cmd_train(int argc, char **argv) {
         return EXIT_DIVERGED;
     }
     if (st != MPX_OK) return cli_error("train", st);
+    if (res.interrupted) {
+        fprintf(stderr, "mpx train: stopped by signal %d after step %lld; checkpoint '%s' written, "
+                "continue with: mpx train %s --resume %s\n", res.interrupted,
+                (long long)res.steps_done - 1, ckpt, config, ckpt);
+        return EXIT_INTERRUPTED;
+    }
     if (resume && res.start_step == rc.train.steps) {
         printf("%s: already complete (checkpoint '%s' is at step %lld = train.steps); nothing "
                "to train\n", out, resume, (long long)res.start_step);

@@ -10,12 +10,16 @@
 # not run again; an interrupted one resumes from its checkpoint. FORCE=1 redoes everything.
 # RESULTS (run files), FIGDIR (figures), TSVDIR and OUT_DIR (tables) move the outputs; EXTRA
 # adds config overrides to every run (e.g. EXTRA=data.root=/imagenet). METHODS="a b" runs only
-# those methods of methods.list. PARALLEL=n runs n trainings at a time, each with cores/n
+# those methods of methods.list; METHODS=core the model's core set (core.list: fp32, fp16
+# without scaling, fixed, dynamic and adaptive scaling). PARALLEL=n runs n trainings at a time, each with cores/n
 # threads (train.threads) and its output in <run>.log: on 2 cores, two one-thread runs finish
 # about 1.25x sooner than one after the other, because small GEMMs scale poorly over threads.
 # A run's result depends on its thread count (the BLAS and oneDNN reductions split the work
 # differently), so compare seeds run with the same PARALLEL; the run file records its threads.
 # A run that diverges is a result (recorded in its run file), not a failure of the experiment.
+# First it says which runs it will do and how long they should take here (experiments/
+# estimate.py: the step times of one short `mpx bench` on this machine; ESTIMATE=0 skips it),
+# and after every finished run how many are done and an ETA for the rest.
 # Then: experiments/report.py summarizes the finished run files (runs.tsv, layers.tsv),
 # plots/figures.sh draws the figures, `mpx bench --overheads` measures the adaptive scaling's
 # cost once (overheads.json; OVERHEAD_STEPS rounds, default 30, 6 at smoke), and report.py
@@ -38,6 +42,10 @@ parallel=${PARALLEL:-1}
 case "$parallel" in ''|*[!0-9]*|0) echo "run_experiment: PARALLEL must be a positive integer, got '$parallel'" >&2; exit 2;; esac
 
 mapfile -t methods < <(grep -v '^\s*\(#\|$\)' "$cfgdir/methods.list")
+if [ "${METHODS:-}" = core ]; then
+  [ -f "$cfgdir/core.list" ] || { echo "run_experiment: no core set ($cfgdir/core.list)" >&2; exit 2; }
+  METHODS=$(grep -v '^\s*\(#\|$\)' "$cfgdir/core.list" | tr '\n' ' ')
+fi
 if [ -n "${METHODS:-}" ]; then
   for m in $METHODS; do
     printf '%s\n' "${methods[@]}" | grep -qx -- "$m" ||
@@ -53,12 +61,58 @@ if [ "$parallel" -gt 1 ]; then
 fi
 total=$(( ${#methods[@]} * seeds )); n=0; failed=0; running=0
 
+# The runs still to do, their estimated seconds (est[method:seed]) and the whole set's.
+pending=()
+for ((seed = 0; seed < seeds; seed++)); do
+  for method in "${methods[@]}"; do
+    [ -f "$out/$method-s$seed.h5.done" ] && [ -f "$out/$method-s$seed.h5" ] && [ -z "${FORCE:-}" ] ||
+      pending+=("$method:$seed")
+  done
+done
+declare -A est=()
+est_total=0
+echo "$model/$scale: ${#methods[@]} method(s) x $seeds seed(s): ${methods[*]}; ${#pending[@]} run(s) to do, $parallel at a time"
+if [ "${#pending[@]}" -gt 0 ] && [ "${ESTIMATE:-1}" != 0 ]; then
+  cores=$(nproc 2>/dev/null || echo 1)
+  ethreads=$(( cores / parallel > 0 ? cores / parallel : 1 ))
+  ejson=$out/estimate.json
+  mapfile -t pm < <(printf '%s\n' "${pending[@]}" | cut -d: -f1 | sort -u)
+  if python3 "$root/experiments/estimate.py" measure "$model" "$scale" "$ethreads" "$ejson" "${pm[@]}" &&
+     elines=$(python3 "$root/experiments/estimate.py" runs "$ejson" "$parallel" "${pending[@]}"); then
+    while read -r k v; do
+      case $k in total) est_total=$v ;; steps) ;; *) est[$k]=$v ;; esac
+    done <<< "$elines"
+    echo "estimate on this machine: about $(( est_total / 3600 )) h $(( est_total % 3600 / 60 )) min ($(grep '^steps' <<< "$elines" | cut -d' ' -f2-) per step, $ethreads thread(s) each)"
+  else
+    echo "estimate: not available (mpx bench failed); running anyway" >&2
+  fi
+fi
+t_start=$(date +%s); est_done=0; runs_done=0
+declare -A pid_item=()
+
+# progress ITEM: one run finished; how many are done, and the ETA from the estimate corrected by
+# the time the finished runs took against their estimates.
+progress() {
+  runs_done=$((runs_done + 1))
+  est_done=$((est_done + ${est[$1]:-0}))
+  local now elapsed left msg
+  now=$(date +%s); elapsed=$((now - t_start))
+  msg="progress: $runs_done of ${#pending[@]} run(s) done, $((elapsed / 60)) min elapsed"
+  if [ "$est_done" -gt 0 ] && [ "$est_total" -gt 0 ]; then
+    left=$(( (est_total * parallel - est_done) * elapsed / est_done / parallel ))
+    [ "$left" -ge 0 ] || left=0
+    msg="$msg, ETA $((left / 3600)) h $((left % 3600 / 60)) min"
+  fi
+  echo "$msg"
+}
+
 # finish_one: wait for any running training and book its exit status.
 finish_one() {
-  local rc=0
-  wait -n || rc=$?
+  local rc=0 pid=
+  wait -n -p pid || rc=$?
   running=$((running - 1))
   [ "$rc" -eq 0 ] || failed=$((failed + 1))
+  [ -z "$pid" ] || progress "${pid_item[$pid]:-}"
 }
 
 # train_one LABEL RUN ARGS...: one training; exit 0 done (a divergence, exit 3, counts as done).
@@ -97,9 +151,11 @@ for ((seed = 0; seed < seeds; seed++)); do  # seed-major: a full method set firs
     rm -f "$run.done"
     if [ "$parallel" -eq 1 ]; then
       train_one "$method seed $seed" "$run" "${args[@]}" || failed=$((failed + 1))
+      progress "$method:$seed"
       continue
     fi
     train_one "[$n/$total] $model/$scale $method seed $seed" "$run" "${args[@]}" &
+    pid_item[$!]="$method:$seed"
     running=$((running + 1))
   done
 done

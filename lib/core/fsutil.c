@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int64_t mpx_fs_file_size(const char *path) {
@@ -123,6 +124,37 @@ mpx_status mpx_fs_lock(const char *path, int *fd) {
             *fd = -1;
             return mpx_fail(MPX_ERR_IO, "cannot lock '%s': %s", path, strerror(e));
         }
+    return MPX_OK;
+}
+
+mpx_status mpx_fs_trylock(const char *path, const char *what, int *fd) {
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0) return mpx_fail(MPX_ERR_IO, "cannot create lock '%s': %s", path, strerror(errno));
+    int rc;
+    while ((rc = flock(*fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {}
+    if (rc != 0) {
+        const int e = errno;
+        char note[256] = "";
+        ssize_t k = pread(*fd, note, sizeof note - 1, 0);
+        note[k > 0 ? k : 0] = '\0';
+        note[strcspn(note, "\n")] = '\0';
+        close(*fd);
+        *fd = -1;
+        if (e == EWOULDBLOCK)
+            return mpx_fail(MPX_ERR_INPUT, "%s is in use by another process (%s; lock '%s'): "
+                            "nothing was touched", what, note[0] ? note : "holder unknown", path);
+        return mpx_fail(MPX_ERR_IO, "cannot lock '%s': %s", path, strerror(e));
+    }
+    char host[128] = "?", note[256];
+    gethostname(host, sizeof host - 1);
+    const time_t now = time(NULL);
+    struct tm tm;
+    char when[32] = "";
+    if (gmtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    int n = snprintf(note, sizeof note, "pid %ld on %s since %s\n", (long)getpid(), host, when);
+    if (ftruncate(*fd, 0) != 0 || pwrite(*fd, note, (size_t)n, 0) != n) {
+        /* the lock holds without its note; a second process then names no holder */
+    }
     return MPX_OK;
 }
 

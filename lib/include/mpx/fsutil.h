@@ -29,6 +29,11 @@ mpx_status mpx_fs_read_all(const char *path, char **data, size_t *n);
  * *fd is the descriptor to give to mpx_fs_unlock. */
 mpx_status mpx_fs_lock(const char *path, int *fd);
 void mpx_fs_unlock(int fd);
+/* The same without waiting: when another process holds the lock, MPX_ERR_INPUT naming `what`
+ * and the holder (the note it wrote: its pid, host and start time), and nothing else is done.
+ * Taken, the lock file holds this process's note. The file stays when the lock is released (a
+ * lock file removed while another process waits on it would let two hold it). */
+mpx_status mpx_fs_trylock(const char *path, const char *what, int *fd);
 /* snprintf into buf; MPX_ERR_INPUT when the path does not fit. */
 mpx_status mpx_fs_join(char *buf, size_t cap, const char *a, const char *b);
 /* mkdir -p of the directory part of `path` (nothing for a bare file name). */

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include "mpx/config.h"
@@ -110,6 +111,11 @@ typedef struct {
     const char *config_name; /* for messages */
     void (*report)(const mpx_step_report *r, void *ctx); /* may be NULL */
     void *report_ctx;
+    /* When it becomes nonzero (a signal handler sets it), the run stops after the step in
+     * progress: a checkpoint, the run file flushed and marked `stopped` with the reason, and
+     * mpx_run_train returns MPX_OK with result.interrupted = that value (the signal number).
+     * --resume then continues as if nothing had happened. May be NULL. */
+    const volatile sig_atomic_t *stop;
 } mpx_train_opts;
 
 typedef struct {
@@ -117,6 +123,7 @@ typedef struct {
     int64_t steps_done, skipped;
     double final_loss, final_metric, samples_per_s, wall_s;
     int stopped_early;       /* divergence stop */
+    int interrupted;         /* stopped on request (opts.stop): its value, the signal number */
 } mpx_train_result;
 
 mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_train_result *res);
@@ -163,6 +170,7 @@ typedef struct {
     int n;
     mpx_bench_row rows[8];
     int batch;
+    int64_t eval_examples;         /* what one evaluation of the config reads */
     double flops_per_step;
     /* The reference (/sgemm): the FLOP-weighted rate of the faster sgemm on the graph's own
      * conv/linear GEMM shapes (the ref_shapes largest, ref_flops_share of their FLOPs). */
