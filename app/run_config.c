@@ -30,6 +30,11 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"model", "num_classes", MPX_CFG_INT, "0", NULL, 0, 100000, "0: from the dataset"},
     {"model", "zero_init_residual", MPX_CFG_BOOL, "false", NULL, NR,
      "start each block's last batch-norm gamma at 0"},
+    {"model", "batchnorm", MPX_CFG_BOOL, "true", NULL, NR,
+     "ssd: batch-norm after every conv of the vgg trunk and the extra layers (false: conv with "
+     "bias + ReLU, as the papers' VGG-16 SSDs)"},
+    {"model", "l2norm", MPX_CFG_BOOL, "false", NULL, NR,
+     "ssd: L2-normalise the first feature map for its heads, learned scale from 20 (SSD's conv4_3)"},
     {"model", "bn_eps", MPX_CFG_FLOAT, "1e-5", NULL, 1e-12, 1, "batch-norm epsilon"},
     {"model", "bn_momentum", MPX_CFG_FLOAT, "0.1", NULL, 0, 1, "batch-norm running-stat momentum"},
     /* [data] */
@@ -258,6 +263,11 @@ static mpx_status model_from(mpx_config *cfg, mpx_run_cfg *rc) {
         m->ssd.width_mult = wmult;
         m->ssd.num_classes = classes;
         m->ssd.bn_eps = bn_eps;
+        m->ssd.batchnorm = mpx_cfg_bool(cfg, "model.batchnorm");
+        m->ssd.l2norm = mpx_cfg_bool(cfg, "model.l2norm");
+        if (!m->ssd.batchnorm && strcmp(m->ssd.trunk, "vgg") != 0)
+            return contradiction(cfg, "model.batchnorm",
+                                 "false needs model.trunk = vgg (the resnet trunks have batch-norm)");
         m->ssd.bn_momentum = bn_mom;
     } else {
         m->task = MPX_TASK_CLASSIFY;

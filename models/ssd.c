@@ -2,7 +2,9 @@
  *
  * Feature maps: the trunk's stride-8, -16 and -32 outputs, then extra blocks (1x1 conv to
  * half the channels, 3x3 stride-2 conv; batch-norm + ReLU after each) until a 1-pixel map or
- * six maps. Each map gets a 3x3 class head and a 3x3 box head (default boxes per cell: 4, or
+ * six maps. With the VGG trunk, cfg.batchnorm = 0 drops every batch-norm (convs with bias, as
+ * the papers' VGG-16 SSDs, whose unnormalised activation gradients are small), and cfg.l2norm
+ * gives the first map's heads SSD's L2Norm (learned scale from 20). Each map gets a 3x3 class head and a 3x3 box head (default boxes per cell: 4, or
  * 6 with the 3 and 1/3 aspect ratios on maps 2-4, as SSD300). The heads' NHWC outputs,
  * flattened and concatenated map after map, are exactly the prior order of ssd.h (map, row,
  * column, box), so the MultiBox loss sees [B, P, C] and [B, P, 4].
@@ -30,15 +32,19 @@ void mpx_ssd_defaults(mpx_ssd_cfg *c) {
     c->neg_per_pos = 3.0f;
     c->bn_eps = 1e-5f;
     c->bn_momentum = 0.1f;
+    c->batchnorm = 1;
 }
 
+/* conv + batch-norm + ReLU, or conv with bias + ReLU without batch-norm (cfg.batchnorm 0). */
 static int conv_bn_relu(mpx_graph *g, const mpx_ssd_cfg *c, const char *name, int x, int k,
                         int ksize, int stride) {
     char n[MPX_NAME_MAX];
     snprintf(n, sizeof n, "%s.conv", name);
-    x = mpx_g_conv2d(g, n, x, k, ksize, ksize, stride, ksize / 2, 0);
-    snprintf(n, sizeof n, "%s.bn", name);
-    x = mpx_g_batchnorm(g, n, x, c->bn_eps, c->bn_momentum, 1.0f);
+    x = mpx_g_conv2d(g, n, x, k, ksize, ksize, stride, ksize / 2, !c->batchnorm);
+    if (c->batchnorm) {
+        snprintf(n, sizeof n, "%s.bn", name);
+        x = mpx_g_batchnorm(g, n, x, c->bn_eps, c->bn_momentum, 1.0f);
+    }
     snprintf(n, sizeof n, "%s.relu", name);
     return mpx_g_relu(g, n, x);
 }
@@ -48,8 +54,8 @@ static int width(const mpx_ssd_cfg *c, int base) {
     return w < 8 ? 8 : w;
 }
 
-/* VGG-style trunk: five blocks of two 3x3 conv + BN + ReLU, max-pool after each; taps after
- * blocks 3, 4, 5 (strides 8, 16, 32). */
+/* VGG-style trunk: five blocks of two 3x3 conv + BN (unless cfg.batchnorm is 0) + ReLU,
+ * max-pool after each; taps after blocks 3, 4, 5 (strides 8, 16, 32). */
 static mpx_status vgg_trunk(mpx_graph *g, const mpx_ssd_cfg *c, int x, int *taps, int *chans) {
     static const int widths[5] = {64, 128, 256, 512, 512};
     for (int b = 0; b < 5; b++) {
@@ -101,6 +107,8 @@ mpx_status mpx_ssd_build(mpx_graph *g, const mpx_ssd_cfg *c, int batch, int max_
     }
     int64_t shape[4];
     mpx_graph_tensor_shape(g, maps[2], shape);
+    /* The heads of the first map read it L2-normalised (the trunk went on from it as it is). */
+    if (c->l2norm) maps[0] = mpx_g_l2norm(g, "l2norm", maps[0], 1e-10f, 20.0f);
     for (int64_t size = shape[1]; size > 1 && n_maps < MAX_MAPS; n_maps++) {
         char n[32];
         int k = width(c, 256);

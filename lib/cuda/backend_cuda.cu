@@ -333,6 +333,21 @@ static mpx_status cuda_layernorm_forward(const mpx_backend *be, float eps, const
     return mpx_layernorm_forward_cuda(eps, x, gamma, beta, save_mean, save_invstd, y);
 }
 
+static mpx_status cuda_l2norm_forward(const mpx_backend *be, float eps, const mpx_tensor *x,
+                                       const mpx_tensor *gamma, mpx_tensor *save_inv,
+                                       mpx_tensor *y) {
+    (void)be;
+    return mpx_l2norm_forward_cuda(eps, x, gamma, save_inv, y);
+}
+
+static mpx_status cuda_l2norm_backward(const mpx_backend *be, const mpx_tensor *dy,
+                                        const mpx_tensor *x, const mpx_tensor *gamma,
+                                        const mpx_tensor *save_inv, mpx_tensor *dx,
+                                        mpx_tensor *dgamma) {
+    (void)be;
+    return mpx_l2norm_backward_cuda(dy, x, gamma, save_inv, dx, dgamma);
+}
+
 static mpx_status cuda_layernorm_backward(const mpx_backend *be, const mpx_tensor *dy,
                                           const mpx_tensor *x, const mpx_tensor *gamma,
                                           const mpx_tensor *save_mean,
@@ -549,6 +564,8 @@ static mpx_backend make_backend(void) {
     b.linear_t_backward_weights = cuda_linear_t_backward_weights;
     b.layernorm_forward = cuda_layernorm_forward;
     b.layernorm_backward = cuda_layernorm_backward;
+    b.l2norm_forward = cuda_l2norm_forward;
+    b.l2norm_backward = cuda_l2norm_backward;
     b.gelu_forward = cuda_gelu_forward;
     b.gelu_backward = cuda_gelu_backward;
     b.embedding_forward = cuda_embedding_forward;

@@ -1,6 +1,6 @@
 /* norm.cu — the row-normalising operators on the GPU: the attention softmax (scale, optional key
- * mask) and layer-norm, forward and backward, with the semantics of lib/ops/softmax.c and
- * lib/ops/layernorm.c.
+ * mask), layer-norm and SSD's L2 normalization, forward and backward, with the semantics of
+ * lib/ops/softmax.c, lib/ops/layernorm.c and lib/ops/l2norm.c.
  *
  * One CUDA block per row (grid-stride over rows). Statistics are FP32 values from double sums:
  * the softmax normaliser, softmax backward's sum(dy * y), layer-norm's mean and biased variance
@@ -11,7 +11,8 @@
  * softmax calls CUDA's expf (within 2 ulp; glibc's within 1). Inputs and outputs in any of F32,
  * F16, BF16 (loaded exactly, results rounded once into the output's dtype); the saved layer-norm
  * statistics in their tensors' dtypes (F32 in the executor).
- * Layer-norm's dgamma and dbeta are column sums over the rows computed exactly as the CPU does:
+ * Layer-norm's and L2-norm's dgamma (and dbeta) are column sums over the rows computed exactly as
+ * the CPU does:
  * double partial sums over the CPU's fixed chunks of rows (rows per chunk a function of M only),
  * each chunk in row order, then the chunk partials in chunk order — the CPU's bits.
  *
@@ -274,6 +275,91 @@ mpx_status ln_row_stat(const char *op, const char *name, const mpx_tensor *t, in
                     op, name, mpx_shape_str(t->ndim, t->shape, buf, sizeof buf), (long long)m);
 }
 
+/* ---- L2 normalization (SSD) ---- */
+
+struct L2FwdArgs {
+    const void *x, *gamma;
+    mpx_dtype xdt, gdt;
+    void *inv, *y;
+    mpx_dtype idt, ydt;
+    int64_t rows, c;
+    double eps;
+};
+
+/* y = x * inv * gamma, inv = (float)(1 / sqrt(sum x^2 + eps)). */
+__global__ void l2norm_fwd(L2FwdArgs a) {
+    __shared__ double shd[32];
+    for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+        const size_t base = (size_t)r * a.c;
+        double s = 0;
+        for (int64_t j = threadIdx.x; j < a.c; j += blockDim.x) {
+            const double v = (double)cuop_ld(a.x, a.xdt, base + j);
+            s = __dadd_rn(s, __dmul_rn(v, v));
+        }
+        s = cuop_block_sum(s, shd);
+        const float inv = (float)__ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(s, a.eps)));
+        if (threadIdx.x == 0) cuop_st(a.inv, a.idt, (size_t)r, inv);
+        for (int64_t j = threadIdx.x; j < a.c; j += blockDim.x)
+            cuop_st(a.y, a.ydt, base + j,
+                    __fmul_rn(__fmul_rn(cuop_ld(a.x, a.xdt, base + j), inv),
+                              cuop_ld(a.gamma, a.gdt, j)));
+    }
+}
+
+struct L2BwdArgs {
+    const void *dy, *x, *gamma, *inv;
+    mpx_dtype dydt, xdt, gdt, idt;
+    void *dx;
+    mpx_dtype dxdt;
+    int64_t rows, c;
+};
+
+/* With xhat = x * inv and g = dy * gamma, per row: dx = inv * (g - xhat * sum_j(g * xhat)). */
+__global__ void l2norm_bwd_dx(L2BwdArgs a) {
+    __shared__ double shd[32];
+    for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+        const size_t base = (size_t)r * a.c;
+        const float inv = cuop_ld(a.inv, a.idt, (size_t)r);
+        double sgx = 0;
+        for (int64_t j = threadIdx.x; j < a.c; j += blockDim.x) {
+            const float xh = __fmul_rn(cuop_ld(a.x, a.xdt, base + j), inv);
+            const float gj = __fmul_rn(cuop_ld(a.dy, a.dydt, base + j), cuop_ld(a.gamma, a.gdt, j));
+            sgx = __dadd_rn(sgx, __dmul_rn((double)gj, (double)xh));
+        }
+        const float sf = (float)cuop_block_sum(sgx, shd);
+        for (int64_t j = threadIdx.x; j < a.c; j += blockDim.x) {
+            const float xh = __fmul_rn(cuop_ld(a.x, a.xdt, base + j), inv);
+            const float gj = __fmul_rn(cuop_ld(a.dy, a.dydt, base + j), cuop_ld(a.gamma, a.gdt, j));
+            cuop_st(a.dx, a.dxdt, base + j, __fmul_rn(inv, __fsub_rn(gj, __fmul_rn(xh, sf))));
+        }
+    }
+}
+
+/* Chunk k (blockIdx.y) of `rows_per` rows, column j: part[k][j] = sum dy * xhat, in double, in
+ * row order. */
+__global__ void l2norm_bwd_partials(L2BwdArgs a, int64_t rows_per, double *part) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, k = blockIdx.y;
+    if (j >= a.c) return;
+    const int64_t i0 = k * rows_per, i1 = i0 + rows_per < a.rows ? i0 + rows_per : a.rows;
+    double pdg = 0;
+    for (int64_t i = i0; i < i1; i++) {
+        const size_t e = (size_t)i * a.c + j;
+        const float xh = __fmul_rn(cuop_ld(a.x, a.xdt, e), cuop_ld(a.inv, a.idt, (size_t)i));
+        pdg = __dadd_rn(pdg, __dmul_rn((double)cuop_ld(a.dy, a.dydt, e), (double)xh));
+    }
+    part[(size_t)k * a.c + j] = pdg;
+}
+
+/* dgamma[j] = the chunk partials added in chunk order. */
+__global__ void l2norm_bwd_merge(const double *part, int64_t nchunks, int64_t c, void *dgamma,
+                                 mpx_dtype gdt) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= c) return;
+    double sdg = 0;
+    for (int64_t k = 0; k < nchunks; k++) sdg = __dadd_rn(sdg, part[(size_t)k * c + j]);
+    cuop_st(dgamma, gdt, (size_t)j, (float)sdg);
+}
+
 } // namespace
 
 extern "C" mpx_status mpx_softmax_forward_cuda(float scale, const mpx_tensor *x,
@@ -404,5 +490,66 @@ extern "C" mpx_status mpx_layernorm_backward_cuda(const mpx_tensor *dy, const mp
     }
     mpx_status freed = mpx_cuda_scratch_free(part);
     if (err != cudaSuccess) return cuop_launch_fail(op, "layernorm", x, err);
+    return freed;
+}
+
+extern "C" mpx_status mpx_l2norm_forward_cuda(float eps, const mpx_tensor *x,
+                                              const mpx_tensor *gamma, mpx_tensor *save_inv,
+                                              mpx_tensor *y) {
+    static const char *op = "l2norm forward";
+    if (!(eps > 0 && isfinite(eps)))
+        return mpx_fail(MPX_ERR_INPUT, "%s: eps %g must be finite and > 0", op, eps);
+    int64_t m, c;
+    MPX_TRY(ln_view(op, "x", x, &m, &c));
+    MPX_TRY(ln_channel_vec(op, "gamma", gamma, c));
+    MPX_TRY(ln_row_stat(op, "save_inv", save_inv, m));
+    MPX_TRY(cuop_expect_float(op, "y", y, -1));
+    MPX_TRY(cuop_expect_same_shape(op, "x", x, "y", y));
+    L2FwdArgs a;
+    a.x = x->data, a.gamma = gamma->data, a.xdt = x->dtype, a.gdt = gamma->dtype;
+    a.inv = save_inv->data, a.y = y->data, a.idt = save_inv->dtype, a.ydt = y->dtype;
+    a.rows = m, a.c = c;
+    a.eps = (double)eps;
+    l2norm_fwd<<<cuop_row_grid(m), kRowThreads>>>(a);
+    CUOP_LAUNCHED(op, "l2norm", x);
+    return MPX_OK;
+}
+
+extern "C" mpx_status mpx_l2norm_backward_cuda(const mpx_tensor *dy, const mpx_tensor *x,
+                                               const mpx_tensor *gamma, const mpx_tensor *save_inv,
+                                               mpx_tensor *dx, mpx_tensor *dgamma) {
+    static const char *op = "l2norm backward";
+    int64_t m, c;
+    MPX_TRY(ln_view(op, "x", x, &m, &c));
+    MPX_TRY(cuop_expect_float(op, "dy", dy, -1));
+    MPX_TRY(cuop_expect_same_shape(op, "x", x, "dy", dy));
+    MPX_TRY(cuop_expect_float(op, "dx", dx, -1));
+    MPX_TRY(cuop_expect_same_shape(op, "x", x, "dx", dx));
+    MPX_TRY(ln_channel_vec(op, "gamma", gamma, c));
+    MPX_TRY(ln_row_stat(op, "save_inv", save_inv, m));
+    MPX_TRY(ln_channel_vec(op, "dgamma", dgamma, c));
+    L2BwdArgs a;
+    a.dy = dy->data, a.x = x->data, a.gamma = gamma->data, a.inv = save_inv->data;
+    a.dydt = dy->dtype, a.xdt = x->dtype, a.gdt = gamma->dtype, a.idt = save_inv->dtype;
+    a.dx = dx->data, a.dxdt = dx->dtype;
+    a.rows = m, a.c = c;
+    int64_t rows_per, nchunks = chunking(m, &rows_per);
+    void *part = nullptr;
+    MPX_TRY(cuop_scratch((size_t)(nchunks * c) * sizeof(double), &part));
+    l2norm_bwd_dx<<<cuop_row_grid(m), kRowThreads>>>(a);
+    cudaError_t err = cudaGetLastError();
+    const unsigned cblocks = (unsigned)((c + kLaunchThreads - 1) / kLaunchThreads);
+    if (err == cudaSuccess) {
+        l2norm_bwd_partials<<<dim3(cblocks, (unsigned)nchunks), kLaunchThreads>>>(
+            a, rows_per, (double *)part);
+        err = cudaGetLastError();
+    }
+    if (err == cudaSuccess) {
+        l2norm_bwd_merge<<<cblocks, kLaunchThreads>>>((const double *)part, nchunks, c,
+                                                      dgamma->data, dgamma->dtype);
+        err = cudaGetLastError();
+    }
+    mpx_status freed = mpx_cuda_scratch_free(part);
+    if (err != cudaSuccess) return cuop_launch_fail(op, "l2norm", x, err);
     return freed;
 }

@@ -402,6 +402,21 @@ static mpx_status cpu_layernorm_forward(const mpx_backend *be, float eps, const 
     return mpx_layernorm_forward_cpu(eps, x, gamma, beta, save_mean, save_invstd, y);
 }
 
+static mpx_status cpu_l2norm_forward(const mpx_backend *be, float eps, const mpx_tensor *x,
+                                      const mpx_tensor *gamma, mpx_tensor *save_inv,
+                                      mpx_tensor *y) {
+    (void)be;
+    return mpx_l2norm_forward_cpu(eps, x, gamma, save_inv, y);
+}
+
+static mpx_status cpu_l2norm_backward(const mpx_backend *be, const mpx_tensor *dy,
+                                       const mpx_tensor *x, const mpx_tensor *gamma,
+                                       const mpx_tensor *save_inv, mpx_tensor *dx,
+                                       mpx_tensor *dgamma) {
+    (void)be;
+    return mpx_l2norm_backward_cpu(dy, x, gamma, save_inv, dx, dgamma);
+}
+
 static mpx_status cpu_layernorm_backward(const mpx_backend *be, const mpx_tensor *dy,
                                          const mpx_tensor *x, const mpx_tensor *gamma,
                                          const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
@@ -557,6 +572,8 @@ static const mpx_backend g_cpu = {
     .skipped_flops = cpu_skipped_flops,
     .layernorm_forward = cpu_layernorm_forward,
     .layernorm_backward = cpu_layernorm_backward,
+    .l2norm_forward = cpu_l2norm_forward,
+    .l2norm_backward = cpu_l2norm_backward,
     .gelu_forward = cpu_gelu_forward,
     .gelu_backward = cpu_gelu_backward,
     .embedding_forward = cpu_embedding_forward,

@@ -373,6 +373,22 @@ int mpx_g_layernorm(mpx_graph *g, const char *name, int x, float eps) {
     return g->status == MPX_OK ? n->out : -1;
 }
 
+int mpx_g_l2norm(mpx_graph *g, const char *name, int x, float eps, float scale) {
+    if (!(eps > 0) || !(scale > 0))
+        return graph_fail(g, mpx_fail(MPX_ERR_INPUT, "l2norm '%s': eps %g and scale %g must be > 0",
+                                      name ? name : "", eps, scale));
+    gnode *n = same_shape_node(g, OP_L2NORM, name, x);
+    if (!n) return -1;
+    const gtensor *xt = &g->tensors[x];
+    int64_t c = xt->shape[xt->ndim - 1], cs[1] = {c};
+    n->attr.ln.eps = eps;
+    add_param(g, n, "gamma", MPX_ROLE_NORM_PARAM, 1, cs, 0, (mpx_init){MPX_INIT_CONST, scale});
+    n->plan.n_aux = 1; /* inverse norm per row */
+    n->plan.aux_numel[0] = xt->numel / c;
+    observe(g, n);
+    return g->status == MPX_OK ? n->out : -1;
+}
+
 int mpx_g_gelu(mpx_graph *g, const char *name, int x) {
     gnode *n = same_shape_node(g, OP_GELU, name, x);
     return n ? n->out : -1;

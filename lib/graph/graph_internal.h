@@ -32,6 +32,7 @@ typedef enum {
     OP_LINEAR_T,
     OP_CONCAT,
     OP_MULTIBOX,
+    OP_L2NORM,
     OP_COUNT
 } op_kind;
 

@@ -75,6 +75,9 @@ mpx_status fwd_batchnorm(mpx_graph *g, gnode *n, int training);
 mpx_status bwd_batchnorm(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *dy_data,
                          const mpx_tensor *w0);
 mpx_status fwd_layernorm(mpx_graph *g, gnode *n, int training);
+mpx_status fwd_l2norm(mpx_graph *g, gnode *n, int training);
+mpx_status bwd_l2norm(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *dy_data,
+                      const mpx_tensor *w0);
 mpx_status bwd_layernorm(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *dy_data,
                          const mpx_tensor *w0);
 double flops_norm(const mpx_graph *g, const gnode *n, int training);

@@ -1,7 +1,7 @@
 /* graph_ops_norm.c — the node glue of batch-norm (running statistics in the graph's buffers,
  * mean and inverse std saved for the backward, a ReLU fused into it: plan_fusion) and
- * layer-norm. Both backward passes always produce dx; nodes whose input needs no gradient get
- * it in scratch. */
+ * layer-norm and L2-norm. Their backward passes always produce dx; nodes whose input needs no
+ * gradient get it in scratch. */
 #include "graph_ops.h"
 
 mpx_status fwd_batchnorm(mpx_graph *g, gnode *n, int training) {
@@ -25,7 +25,7 @@ static mpx_status grad_views(mpx_graph *g, gnode *n, mpx_tensor *dx, mpx_tensor 
                              mpx_tensor *dbeta, int *needed) {
     MPX_TRY(view_in_grad(g, n, 0, dx));
     MPX_TRY(view_param_grad(g, n->param[0], dg));
-    MPX_TRY(view_param_grad(g, n->param[1], dbeta));
+    if (dbeta) MPX_TRY(view_param_grad(g, n->param[1], dbeta));
     *needed = dx->data != NULL;
     if (!*needed) {
         dx->data = scratch_take(g, mpx_tensor_numel(dx));
@@ -80,6 +80,30 @@ mpx_status bwd_layernorm(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     if (needed) MPX_TRY(commit_in_grad(g, n, 0, &dx));
     MPX_TRY(commit_param_grad(g, n, n->param[0], &dg));
     return commit_param_grad(g, n, n->param[1], &dbeta);
+}
+
+mpx_status fwd_l2norm(mpx_graph *g, gnode *n, int training) {
+    (void)training;
+    NEED(l2norm_forward);
+    mpx_tensor si = aux_view(g, n, 0), x, w, y;
+    MPX_TRY(view_value(g, n->in[0], &x));
+    MPX_TRY(view_param(g, n->param[0], &w));
+    MPX_TRY(view_output(g, n->out, &y));
+    MPX_TRY(g->be->l2norm_forward(g->be, n->attr.ln.eps, &x, &w, &si, &y));
+    return commit_value(g, n->out, &y);
+}
+
+mpx_status bwd_l2norm(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *dy_data,
+                      const mpx_tensor *w0) {
+    (void)dy_data;
+    NEED(l2norm_backward);
+    mpx_tensor si = aux_view(g, n, 0), x, dx, dg;
+    MPX_TRY(view_value(g, n->in[0], &x));
+    int needed;
+    MPX_TRY(grad_views(g, n, &dx, &dg, NULL, &needed));
+    MPX_TRY(g->be->l2norm_backward(g->be, dy, &x, w0, &si, &dx, &dg));
+    if (needed) MPX_TRY(commit_in_grad(g, n, 0, &dx));
+    return commit_param_grad(g, n, n->param[0], &dg);
 }
 
 /* 5 FLOPs per element forward, 8 backward. */

@@ -23,6 +23,7 @@ static const op_row g_ops[OP_COUNT] = {
     [OP_RESHAPE] = {"reshape", fwd_reshape, bwd_reshape, shadow_copy, NULL, MPX_OPC_OTHER},
     [OP_CONCAT] = {"concat", fwd_concat, bwd_concat, shadow_concat, NULL, MPX_OPC_OTHER},
     [OP_SOFTMAX_CE] = {"softmax_ce", fwd_softmax_ce, bwd_softmax_ce, NULL, flops_softmax_ce, MPX_OPC_OTHER},
+    [OP_L2NORM] = {"l2norm", fwd_l2norm, bwd_l2norm, NULL, flops_norm, MPX_OPC_OTHER},
     [OP_MULTIBOX] = {"multibox", fwd_multibox, bwd_multibox, NULL, NULL, MPX_OPC_OTHER},
 };
 

@@ -1,6 +1,6 @@
 /* test_ops_cuda.c — the CUDA backend's own-kernel operators against the CPU backend: ReLU, add,
  * GELU, dropout, permute, max-pool, global average pool, embedding, softmax (scale, mask),
- * layer-norm and softmax cross-entropy, forward and backward, on random inputs of several shapes
+ * layer-norm, L2-norm and softmax cross-entropy, forward and backward, on random inputs of several shapes
  * (odd sizes, single elements, rows longer than a CUDA block), in F32, F16 and BF16 storage.
  *
  * Tolerances (ops_cuda_util.h has the comparison rule; F16/BF16 outputs add one ulp of the
@@ -8,7 +8,8 @@
  *  - exact (the same bits): ReLU, add, dropout (the same Philox mask and one IEEE multiply),
  *    permute, max-pool (selection; the backward adds in the CPU's window order), global average
  *    pool (double sums in the CPU's order), embedding forward and backward (duplicates summed in
- *    position order on both sides), layer-norm's dgamma/dbeta (the CPU's chunked double sums),
+ *    position order on both sides), layer-norm's dgamma/dbeta and L2-norm's dgamma (the CPU's
+ *    chunked double sums),
  *    softmax cross-entropy backward — the GPU performs the CPU's FP32 operations in the CPU's
  *    order, so any difference is a bug;
  *  - GELU: 2^-19 relative (16 ulp at worst) to |y| forward and to |dy| (Phi + |x| phi) backward:
@@ -23,6 +24,9 @@
  *    invstd come from double sums in another order and may differ by one ulp), the saved mean and
  *    invstd 2^-22 relative (+ 1e-12 absolute for a mean that cancels to ~0); backward dx 2^-20 of
  *    invstd (|dy gamma| + |mean(g)| + |xhat mean(g xhat)|), for the same reason;
+ *  - L2-norm: forward 2^-20 of |x inv gamma|, the saved inverse norm 2^-22 relative (the double
+ *    sum of squares in another order can move the FP32 inverse by one ulp); backward dx 2^-20 of
+ *    inv (|dy gamma| + |xhat| sum |g xhat|), the row sum's rounding likewise;
  *  - softmax cross-entropy loss: 2^-20 absolute + 2^-22 relative: each row's log(sum) moves by
  *    the relative change of the sum (expf, 3 ulp), an absolute error, then the mean is rounded.
  * Skipped (77) without a CUDA device.
@@ -594,6 +598,87 @@ static void test_layernorm(void) {
     check_device_clean("layernorm");
 }
 
+/* ---- L2 normalization (SSD) ---- */
+static void test_l2norm(void) {
+    typedef struct {
+        int ndim;
+        int64_t shape[3];
+    } l2_case;
+    /* 9000 rows: 250 chunks of 36 rows for dgamma; 100 rows: 4 chunks of 32 */
+    static const l2_case cases[] = {
+        {3, {3, 5, 37}}, {2, {4, 300}}, {2, {1, 1}}, {2, {9000, 8}}, {2, {100, 512}},
+    };
+    const float eps = 1e-10f;
+    uint64_t seed = 2100;
+    for (int d = 0; d < n_storage; d++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const l2_case *lc = &cases[c];
+            const mpx_dtype dt = STORAGE[d];
+            const size_t n = numel_of(lc->ndim, lc->shape);
+            const int64_t C = lc->shape[lc->ndim - 1], M = (int64_t)n / C;
+            const int64_t cs[1] = {C}, ms[1] = {M};
+            char what[96];
+            float *x = rand_in(dt, n, -3, 3, seed++), *g = rand_in(dt, (size_t)C, 10, 30, seed++);
+            float *dy = rand_in(dt, n, -1, 1, seed++);
+            float *y = hbuf(n), *inv = hbuf((size_t)M), *mag = hbuf(n), *dx = hbuf(n);
+            float *dg = hbuf((size_t)C);
+            mpx_tensor hx = host_t(lc->ndim, lc->shape, x), hg = host_t(1, cs, g);
+            mpx_tensor hy = host_t(lc->ndim, lc->shape, y), hi = host_t(1, ms, inv);
+            mpx_tensor hdy = host_t(lc->ndim, lc->shape, dy), hdx = host_t(lc->ndim, lc->shape, dx);
+            mpx_tensor hdg = host_t(1, cs, dg);
+            mpx_tensor gx = dev_tensor(dt, lc->ndim, lc->shape, x), gg = dev_tensor(dt, 1, cs, g);
+            mpx_tensor gy = dev_tensor(dt, lc->ndim, lc->shape, NULL);
+            mpx_tensor gi = dev_tensor(MPX_F32, 1, ms, NULL);
+            CHECK_OK(mpx_l2norm_forward_cpu(eps, &hx, &hg, &hi, &hy));
+            CHECK_OK(mpx_l2norm_forward_cuda(eps, &gx, &gg, &gi, &gy));
+            for (int64_t r = 0; r < M; r++)
+                for (int64_t j = 0; j < C; j++) {
+                    const size_t e = (size_t)(r * C + j);
+                    mag[e] = fabsf(x[e]) * inv[r] * fabsf(g[j]);
+                }
+            float *got = dev_read(&gy);
+            snprintf(what, sizeof what, "l2norm forward y case %d", (int)c);
+            check_close(what, dt, got, y, mag, n, ldexp(1.0, -20), 0);
+            free(got);
+            got = dev_read(&gi);
+            snprintf(what, sizeof what, "l2norm forward inverse norm case %d", (int)c);
+            check_close(what, MPX_F32, got, inv, NULL, (size_t)M, ldexp(1.0, -22), 0);
+            free(got);
+
+            /* backward: both sides read the CPU's saved inverse norms */
+            mpx_tensor gi2 = dev_tensor(MPX_F32, 1, ms, inv);
+            mpx_tensor gdy = dev_tensor(dt, lc->ndim, lc->shape, dy),
+                       gdx = dev_tensor(dt, lc->ndim, lc->shape, NULL);
+            mpx_tensor gdg = dev_tensor(MPX_F32, 1, cs, NULL);
+            CHECK_OK(mpx_l2norm_backward_cpu(&hdy, &hx, &hg, &hi, &hdx, &hdg));
+            CHECK_OK(mpx_l2norm_backward_cuda(&gdy, &gx, &gg, &gi2, &gdx, &gdg));
+            for (int64_t r = 0; r < M; r++) {
+                double sgx = 0;
+                for (int64_t j = 0; j < C; j++) {
+                    const size_t e = (size_t)(r * C + j);
+                    sgx += fabs((double)dy[e] * g[j] * x[e] * inv[r]);
+                }
+                for (int64_t j = 0; j < C; j++) {
+                    const size_t e = (size_t)(r * C + j);
+                    mag[e] = (float)(inv[r] * (fabs((double)dy[e] * g[j]) +
+                                               fabs((double)x[e] * inv[r]) * sgx));
+                }
+            }
+            got = dev_read(&gdx);
+            snprintf(what, sizeof what, "l2norm backward dx case %d", (int)c);
+            check_close(what, dt, got, dx, mag, n, ldexp(1.0, -20), 0);
+            free(got);
+            got = dev_read(&gdg);
+            snprintf(what, sizeof what, "l2norm backward dgamma case %d", (int)c);
+            check_exact(what, MPX_F32, got, dg, (size_t)C);
+            free(got);
+            dev_free(&gx), dev_free(&gg), dev_free(&gy), dev_free(&gi), dev_free(&gi2);
+            dev_free(&gdy), dev_free(&gdx), dev_free(&gdg);
+            free(x), free(g), free(dy), free(y), free(inv), free(mag), free(dx), free(dg);
+        }
+    check_device_clean("l2norm");
+}
+
 /* ---- softmax cross-entropy ---- */
 static void test_softmax_ce(void) {
     static const int64_t cases[][2] = {{1, 2}, {37, 10}, {300, 1000}, {64, 7}, {5, 3}};
@@ -673,6 +758,7 @@ int main(void) {
     test_embedding();
     test_softmax();
     test_layernorm();
+    test_l2norm();
     test_softmax_ce();
     check_device_clean("end");
     /* Leaves nothing behind for compute-sanitizer's leak check. */

@@ -1,7 +1,7 @@
 /* test_graph_gradcheck.c — the whole graph's backward against finite differences (DESIGN.md §10
  * rung 5), in fp32, on a tiny residual network that exercises every op of the ResNet family:
- * conv (with and without bias), batch-norm, ReLU, max-pool, a fan-out merged by add, global
- * average pool, linear and softmax cross-entropy.
+ * conv (with and without bias), batch-norm, ReLU, max-pool, a fan-out merged by add, SSD's
+ * L2-norm, global average pool, linear and softmax cross-entropy.
  *
  * The graph runs in FP32, so the finite differences are taken of an FP32 loss: central
  * differences with h = 1e-2 on parameters of magnitude ~0.3 have truncation error O(h^2) ~ 1e-4
@@ -36,6 +36,9 @@ static mpx_graph *build(int *image, int *labels) {
     int r = mpx_g_relu(g, "relu1", x); /* fans out to conv2 and the shortcut */
     int y = mpx_g_conv2d(g, "conv2", r, 6, 3, 3, 1, 1, 0);
     y = mpx_g_batchnorm(g, "bn2", y, 1e-5f, 0.1f, 0.5f);
+    /* (its rows, 6 batch-normalised channels, have norms ~1: no curvature the differences
+     * could not follow) */
+    y = mpx_g_l2norm(g, "l2norm", y, 1e-10f, 1.0f);
     y = mpx_g_add(g, "add", y, r);
     y = mpx_g_relu(g, "relu2", y);
     y = mpx_g_maxpool2d(g, "pool", y, 2, 2, 0);

@@ -246,6 +246,11 @@ typedef struct mpx_backend {
                                      const mpx_tensor *x, const mpx_tensor *gamma,
                                      const mpx_tensor *save_mean, const mpx_tensor *save_invstd,
                                      mpx_tensor *dx, mpx_tensor *dgamma, mpx_tensor *dbeta);
+    mpx_status (*l2norm_forward)(const struct mpx_backend *be, float eps, const mpx_tensor *x,
+                                 const mpx_tensor *gamma, mpx_tensor *save_inv, mpx_tensor *y);
+    mpx_status (*l2norm_backward)(const struct mpx_backend *be, const mpx_tensor *dy,
+                                  const mpx_tensor *x, const mpx_tensor *gamma,
+                                  const mpx_tensor *save_inv, mpx_tensor *dx, mpx_tensor *dgamma);
     mpx_status (*gelu_forward)(const struct mpx_backend *be, const mpx_tensor *x, mpx_tensor *y);
     mpx_status (*gelu_backward)(const struct mpx_backend *be, const mpx_tensor *dy,
                                 const mpx_tensor *x, mpx_tensor *dx);

@@ -172,6 +172,11 @@ mpx_status mpx_layernorm_backward_cuda(const mpx_tensor *dy, const mpx_tensor *x
                                        const mpx_tensor *gamma, const mpx_tensor *save_mean,
                                        const mpx_tensor *save_invstd, mpx_tensor *dx,
                                        mpx_tensor *dgamma, mpx_tensor *dbeta);
+mpx_status mpx_l2norm_forward_cuda(float eps, const mpx_tensor *x, const mpx_tensor *gamma,
+                                   mpx_tensor *save_inv, mpx_tensor *y);
+mpx_status mpx_l2norm_backward_cuda(const mpx_tensor *dy, const mpx_tensor *x,
+                                    const mpx_tensor *gamma, const mpx_tensor *save_inv,
+                                    mpx_tensor *dx, mpx_tensor *dgamma);
 mpx_status mpx_embedding_forward_cuda(const mpx_tensor *ids, const mpx_tensor *table,
                                       mpx_tensor *y);
 mpx_status mpx_embedding_backward_cuda(const mpx_tensor *dy, const mpx_tensor *ids,

@@ -107,6 +107,9 @@ int mpx_g_softmax_ce(mpx_graph *g, const char *name, int logits, int labels);
 int mpx_g_embedding(mpx_graph *g, const char *name, int ids, int vocab, int dim, mpx_init init);
 /* Layer-norm over the last dim; gamma 1, beta 0. */
 int mpx_g_layernorm(mpx_graph *g, const char *name, int x, float eps);
+/* y = gamma * x / sqrt(sum_c x^2 + eps) over the last dim (SSD's L2Norm), gamma [C] a learned
+ * scale starting at `scale` (SSD: 20). */
+int mpx_g_l2norm(mpx_graph *g, const char *name, int x, float eps, float scale);
 int mpx_g_gelu(mpx_graph *g, const char *name, int x);
 /* c = alpha op(a) @ op(b) over matching leading (batch) dims (ops.h mpx_bmm_*). */
 int mpx_g_bmm(mpx_graph *g, const char *name, int a, int b, int trans_a, int trans_b, float alpha);

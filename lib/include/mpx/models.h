@@ -56,6 +56,10 @@ typedef struct {
     float iou_threshold;     /* matching (0.5) */
     float neg_per_pos;       /* hard-negative mining ratio (3) */
     float bn_eps, bn_momentum;
+    int batchnorm;           /* vgg trunk and extra layers: batch-norm after each conv (1), or
+                              * a conv with bias and ReLU (0: the papers' VGG-16 SSDs) */
+    int l2norm;              /* the first map's heads read it L2-normalised with a learned
+                              * per-channel scale starting at 20 (SSD's conv4_3) */
 } mpx_ssd_cfg;
 
 /* Defaults above with a resnet18 trunk at width 1, 10 classes, 128 px. */

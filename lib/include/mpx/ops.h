@@ -196,6 +196,16 @@ mpx_status mpx_layernorm_backward_cpu(const mpx_tensor *dy, const mpx_tensor *x,
                                       const mpx_tensor *save_invstd, mpx_tensor *dx,
                                       mpx_tensor *dgamma, mpx_tensor *dbeta);
 
+/* ---- L2 normalization over the last dim (SSD's conv4_3): x [..., C] viewed as [M, C], gamma
+ * [C], y = x * inv * gamma per row with inv = 1/sqrt(sum_c x^2 + eps) in FP32 from a double
+ * sum, saved in save_inv (M elements, any shape) for backward. eps > 0. ---- */
+mpx_status mpx_l2norm_forward_cpu(float eps, const mpx_tensor *x, const mpx_tensor *gamma,
+                                  mpx_tensor *save_inv, mpx_tensor *y);
+/* dx [..., C], dgamma [C]; deterministic whatever the thread count. */
+mpx_status mpx_l2norm_backward_cpu(const mpx_tensor *dy, const mpx_tensor *x,
+                                   const mpx_tensor *gamma, const mpx_tensor *save_inv,
+                                   mpx_tensor *dx, mpx_tensor *dgamma);
+
 /* ---- GELU, exact erf form (BERT): y = x * Phi(x), Phi the standard normal CDF.
  * Backward from the input: dx = dy * (Phi(x) + x * phi(x)). Any shape. ---- */
 mpx_status mpx_gelu_forward_cpu(const mpx_tensor *x, mpx_tensor *y);
