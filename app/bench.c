@@ -42,6 +42,7 @@
 
 #include "mpx/backend.h"
 #include "mpx/ops.h"
+#include "mpx/comm.h"
 #include "mpx/runtime.h"
 #include "task.h"
 
@@ -59,6 +60,7 @@ typedef struct {
     int64_t waits;    /* the host's waits for the backend over the measured rounds */
     int64_t redos;    /* backward passes run again over them (speculative merges missed) */
     double skipped;   /* FLOPs its operators left out over the measured rounds */
+    double dist_s, dist_bytes; /* the gradient all-reduce over the measured rounds */
 } variant;
 
 /* The overhead variants, in round order after the precision modes (at most 3 of those). */
@@ -130,6 +132,8 @@ static mpx_status one_step(variant *v, double *seconds, double *scaling_seconds)
     const int64_t waits0 = mpx_graph_host_waits(v->g), redos0 = mpx_graph_merge_redos(v->g);
     const mpx_backend *be = mpx_graph_backend(v->g);
     const double skipped0 = be->skipped_flops ? be->skipped_flops(be) : 0;
+    double ds0, db0, ds1, db1;
+    mpx_graph_allreduce_stats(v->g, &ds0, &db0);
     double w0 = mpx_graph_scaling_seconds(v->g), t0 = mpx_now();
     mpx_graph_set_step(v->g, v->step);
     MPX_TRY(mpx_graph_forward(v->g, 1));
@@ -147,6 +151,9 @@ static mpx_status one_step(variant *v, double *seconds, double *scaling_seconds)
     if (be->skipped_flops) v->skipped += be->skipped_flops(be) - skipped0;
     v->waits += mpx_graph_host_waits(v->g) - waits0;
     v->redos += mpx_graph_merge_redos(v->g) - redos0;
+    mpx_graph_allreduce_stats(v->g, &ds1, &db1);
+    v->dist_s += ds1 - ds0;
+    v->dist_bytes += db1 - db0;
     /* adaptive "cached" variants never reach an update step after their first */
     v->step++;
     return MPX_OK;
@@ -262,7 +269,7 @@ static mpx_status measure(const mpx_bench_opts *o, variant *v, int nv) {
     if (st == MPX_OK && o->profile)
         for (int i = 0; i < nv; i++) mpx_graph_profile(v[i].g, 1);
     for (int i = 0; i < nv; i++) /* over the measured rounds */
-        v[i].waits = 0, v[i].redos = 0, v[i].skipped = 0;
+        v[i].waits = 0, v[i].redos = 0, v[i].skipped = 0, v[i].dist_s = 0, v[i].dist_bytes = 0;
     for (int r = 0; r < o->steps && st == MPX_OK; r++) {
         for (int i = 0; i < nv && st == MPX_OK; i++) st = one_step(&v[i], &v[i].t[r], &v[i].w[r]);
         if (o->progress) fprintf(stderr, "\rbench: round %d/%d", r + 1, o->steps);
@@ -327,7 +334,22 @@ static void result_rows(const mpx_bench_opts *o, const variant *v, int nv, mpx_b
         row->arena_bytes = (double)mp.total;
         row->waits_per_step = (double)v[i].waits / o->steps;
         row->redos_per_step = (double)v[i].redos / o->steps;
+        row->allreduce_s = v[i].dist_s / o->steps;
+        row->allreduce_mb = v[i].dist_bytes / o->steps / 1048576.0;
     }
+}
+
+/* Every rank's median step time of every row, on every rank (a data-parallel bench). */
+static mpx_status rank_medians(mpx_bench_result *res) {
+    res->ranks = mpx_comm_size();
+    const int r = mpx_comm_rank();
+    for (int i = 0; i < res->n; i++) {
+        memset(res->rows[i].rank_median_s, 0, sizeof res->rows[i].rank_median_s);
+        if (r < MPX_BENCH_MAX_RANKS) res->rows[i].rank_median_s[r] = res->rows[i].median_s;
+        MPX_TRY(mpx_comm_allreduce(res->rows[i].rank_median_s, MPX_BENCH_MAX_RANKS,
+                                   MPX_COMM_F64, MPX_COMM_SUM));
+    }
+    return MPX_OK;
 }
 
 /* The overheads from the OV_COUNT variants at ov: per-round paired differences against the base,
@@ -392,7 +414,8 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
         res->scratch_peak = be->scratch_peak ? be->scratch_peak(be) : 0;
         res->conv16_fallbacks = be->conv16_fallbacks ? be->conv16_fallbacks(be) : -1;
         result_rows(o, v, nv, res);
-        if (base >= 0) st = overheads(&v[base], o->steps, res);
+        st = rank_medians(res);
+        if (st == MPX_OK && base >= 0) st = overheads(&v[base], o->steps, res);
         if (o->profile && out)
             for (int i = 0; i < (base >= 0 ? base : nv); i++) {
                 fprintf(out, "per-op profile of %s (%d steps):\n", v[i].name, o->steps);

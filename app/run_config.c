@@ -82,6 +82,9 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"train", "seed", MPX_CFG_INT, "0", NULL, 0, 9.2e18, "initialisation, data order, augmentation"},
     {"train", "threads", MPX_CFG_INT, "0", NULL, 0, 1024, "CPU threads; 0: all cores"},
     {"train", "device", MPX_CFG_ENUM, "cpu", "cpu|cuda", NR, "backend"},
+    {"train", "sync_bn", MPX_CFG_BOOL, "false", NULL, NR,
+     "mpirun: batch-norm statistics of the global batch (summed over the ranks in every pass; CPU) "
+     "instead of each rank's slice (as PyTorch DDP)"},
     {"train", "fuse", MPX_CFG_BOOL, "true", NULL, NR,
      "fuse element-wise work: a ReLU after a batch-norm or residual add runs inside that op's "
      "forward (its output never stored), and an add input only the add reads takes the add's "
@@ -93,6 +96,8 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"train", "inject_nonfinite", MPX_CFG_STRING, "", NULL, NR,
      "testing hook: at these steps (e.g. 5,6,7) the backward runs with the loss scale times 2^100, "
      "a loss spike that overflows every FP16 gradient (BF16 and FP32 have the range to absorb it)"},
+    {"train", "inject_rank", MPX_CFG_INT, "-1", NULL, -1, 1e6,
+     "testing hook: under mpirun only this rank injects (-1: every rank)"},
     {"train", "max_nonfinite", MPX_CFG_INT, "20", NULL, 1, 1e9,
      "stop after this many consecutive steps with a non-finite loss or gradient"},
     /* [precision] */
@@ -354,10 +359,14 @@ static mpx_status train_from(mpx_config *cfg, mpx_run_cfg *rc) {
     t->threads = (int)mpx_cfg_int(cfg, "train.threads");
     t->device = strcmp(mpx_cfg_str(cfg, "train.device"), "cuda") == 0 ? MPX_DEV_CUDA : MPX_DEV_CPU;
     t->fuse = mpx_cfg_bool(cfg, "train.fuse");
+    t->sync_bn = mpx_cfg_bool(cfg, "train.sync_bn");
     t->eval_every = mpx_cfg_int(cfg, "train.eval_every");
     t->eval_batches = mpx_cfg_int(cfg, "train.eval_batches");
     t->checkpoint_every = mpx_cfg_int(cfg, "train.checkpoint_every");
     t->max_nonfinite = (int)mpx_cfg_int(cfg, "train.max_nonfinite");
+    t->inject_rank = (int)mpx_cfg_int(cfg, "train.inject_rank");
+    t->ranks = 1;
+    t->rank = 0;
     return MPX_OK;
 }
 

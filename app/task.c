@@ -21,6 +21,7 @@ mpx_status run_task_graph(run_task *t, const mpx_precision *p, mpx_graph **out) 
     if (!g) return mpx_fail(MPX_ERR_NOMEM, "out of memory");
     MPX_TRY(t->ops->build(t, g));
     mpx_graph_fuse(g, t->rc->train.fuse);
+    mpx_graph_sync_bn(g, t->rc->train.sync_bn);
     return mpx_graph_compile(g, p ? p : &t->rc->precision, t->rc->train.device, t->rc->train.seed);
 }
 

@@ -45,6 +45,19 @@ struct run_task {
 
 extern const run_task_ops run_task_classify, run_task_mlm, run_task_detect;
 
+/* A data-parallel run (train.ranks > 1): each rank's graph and evaluation take the local batch,
+ * batch_size / ranks (evaluations then read eval_batches x ranks of them, the same examples);
+ * the training loader makes the global batch on every rank, and each feeds its slice, rows
+ * [rank b, (rank + 1) b): every example is seen once per epoch across the ranks, in the order
+ * one process would see it. */
+static inline int task_batch(const run_task *t) {
+    return t->rc->train.batch_size / (t->rc->train.ranks > 0 ? t->rc->train.ranks : 1);
+}
+static inline int64_t task_eval_batches(const run_task *t) {
+    return t->rc->train.eval_batches * (t->rc->train.ranks > 0 ? t->rc->train.ranks : 1);
+}
+static inline int task_shard(const run_task *t) { return t->rc->train.rank * task_batch(t); }
+
 /* Pick the task of rc's model and open its data. */
 mpx_status run_task_open(const mpx_run_cfg *rc, run_task *t);
 /* Build and compile a graph for precision p (NULL: the config's). *g is set (caller frees)

@@ -101,7 +101,7 @@ static mpx_status cls_open(run_task *t) {
 static mpx_status make_loader(run_task *t, int train, mpx_loader_pos start, mpx_loader **out) {
     classify *d = t->impl;
     const mpx_data_cfg *c = &t->rc->data;
-    int batch = t->rc->train.batch_size;
+    int batch = train ? t->rc->train.batch_size : task_batch(t);
     mpx_loader_config lc = train ? mpx_loader_config_train(batch, t->rc->train.seed)
                                  : mpx_loader_config_eval(batch);
     memcpy(lc.mean, d->mean, sizeof lc.mean);
@@ -129,10 +129,10 @@ static mpx_status cls_build(run_task *t, mpx_graph *g) {
     if (rn.num_classes < d->num_classes)
         return mpx_fail(MPX_ERR_INPUT, "model.num_classes = %d but %s has %d classes",
                         rn.num_classes, t->dataset, d->num_classes);
-    MPX_TRY(mpx_resnet_build(g, &rn, t->rc->train.batch_size, d->h, d->w, d->c, &d->image,
-                             &d->labels, &d->logits));
+    MPX_TRY(mpx_resnet_build(g, &rn, task_batch(t), d->h, d->w, d->c, &d->image, &d->labels,
+                             &d->logits));
     if (!d->logits_host) {
-        d->logits_host = mpx_calloc((size_t)t->rc->train.batch_size * (size_t)rn.num_classes, sizeof(float));
+        d->logits_host = mpx_calloc((size_t)task_batch(t) * (size_t)rn.num_classes, sizeof(float));
         if (!d->logits_host) return mpx_fail(MPX_ERR_NOMEM, "out of memory");
     }
     return MPX_OK;
@@ -156,9 +156,16 @@ static mpx_status feed_batch(const classify *d, mpx_graph *g, const mpx_batch *b
     return mpx_graph_set_input(g, d->labels, b->y, MPX_I32, b->batch_size);
 }
 
+/* This rank's slice of the global training batch (task.h). */
 static mpx_status cls_feed(run_task *t, mpx_graph *g) {
     const classify *d = t->impl;
-    return feed_batch(d, g, &d->batch);
+    mpx_batch b = d->batch;
+    const int off = task_shard(t), per = task_batch(t);
+    b.x += (size_t)off * b.h * b.w * b.c;
+    b.y += off;
+    b.n = b.n - off < 0 ? 0 : b.n - off < per ? b.n - off : per;
+    b.batch_size = per;
+    return feed_batch(d, g, &b);
 }
 
 static mpx_loader_pos cls_position(const run_task *t) {
@@ -171,7 +178,7 @@ static mpx_status cls_evaluate(run_task *t, mpx_graph *g, double *loss, double *
     mpx_loader *L;
     mpx_loader_pos start = {0, 0};
     MPX_TRY(make_loader(t, 0, start, &L));
-    int64_t nb = mpx_loader_batches_per_epoch(L), limit = t->rc->train.eval_batches;
+    int64_t nb = mpx_loader_batches_per_epoch(L), limit = task_eval_batches(t);
     if (limit > 0 && limit < nb) nb = limit;
     int64_t shape[2];
     mpx_graph_tensor_shape(g, d->logits, shape);

@@ -75,7 +75,7 @@ static mpx_status det_build(run_task *t, mpx_graph *g) {
         return mpx_fail(MPX_ERR_INPUT, "model.num_classes = %d but %s has %d classes", sc.num_classes,
                         t->dataset, d->num_classes);
     sc.image_size = d->size;
-    const int B = t->rc->train.batch_size;
+    const int B = task_batch(t);
     /* The first build sizes the default boxes; later builds (bench variants) reuse them. */
     int64_t cap = d->priors ? d->priors_n * 4 : 0;
     MPX_TRY(mpx_ssd_build(g, &sc, B, MPX_DET_MAX_BOXES, &d->image, &d->gt_boxes, &d->gt_labels,
@@ -101,8 +101,9 @@ static mpx_status det_build(run_task *t, mpx_graph *g) {
 
 static mpx_det_loader_config loader_config(const run_task *t, int train) {
     const detect *d = t->impl;
-    mpx_det_loader_config lc = train ? mpx_det_loader_config_train(t->rc->train.batch_size, t->rc->train.seed)
-                                     : mpx_det_loader_config_eval(t->rc->train.batch_size);
+    mpx_det_loader_config lc = train ? mpx_det_loader_config_train(t->rc->train.batch_size,
+                                                                   t->rc->train.seed)
+                                     : mpx_det_loader_config_eval(task_batch(t));
     lc.size = d->size;
     if (train) lc.flip = t->rc->data.flip;
     memcpy(lc.mean, d->mean, sizeof lc.mean);
@@ -140,9 +141,20 @@ static mpx_status feed_batch(detect *d, mpx_graph *g, const mpx_det_batch *b) {
     return mpx_graph_set_input(g, d->gt_labels, d->labels_host, MPX_I32, nb);
 }
 
+/* This rank's slice of the global training batch (task.h). */
 static mpx_status det_feed(run_task *t, mpx_graph *g) {
     detect *d = t->impl;
-    return feed_batch(d, g, &d->batch);
+    mpx_det_batch b = d->batch;
+    const int off = task_shard(t), per = task_batch(t);
+    b.x += (size_t)off * b.size * b.size * 3;
+    b.boxes += (size_t)off * MPX_DET_MAX_BOXES * 4;
+    b.labels += (size_t)off * MPX_DET_MAX_BOXES;
+    b.difficult += (size_t)off * MPX_DET_MAX_BOXES;
+    b.counts += off;
+    b.index += off;
+    b.n = b.n - off < 0 ? 0 : b.n - off < per ? b.n - off : per;
+    b.batch_size = per;
+    return feed_batch(d, g, &b);
 }
 
 static mpx_loader_pos det_position(const run_task *t) {
@@ -156,7 +168,7 @@ static mpx_status det_evaluate(run_task *t, mpx_graph *g, double *loss, double *
     mpx_det_loader *L;
     mpx_loader_pos start = {0, 0};
     MPX_TRY(make_loader(t, 0, start, &L));
-    int64_t nb = mpx_det_loader_batches_per_epoch(L), limit = t->rc->train.eval_batches;
+    int64_t nb = mpx_det_loader_batches_per_epoch(L), limit = task_eval_batches(t);
     if (limit > 0 && limit < nb) nb = limit;
     int64_t cs[3];
     mpx_graph_tensor_shape(g, d->conf, cs);

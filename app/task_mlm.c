@@ -59,7 +59,7 @@ static mpx_status mlm_build(run_task *t, mpx_graph *g) {
     mlm_task *d = t->impl;
     mpx_bert_cfg bc = t->rc->model.bert;
     bc.vocab = mpx_tokenizer_size(d->stream.tok);
-    const int B = t->rc->train.batch_size, T = t->rc->data.seq_len;
+    const int B = task_batch(t), T = t->rc->data.seq_len;
     MPX_TRY(mpx_bert_build(g, &bc, B, T, &d->io));
     if (!d->pos_host) {
         d->pos_host = mpx_calloc((size_t)B * T, sizeof(int32_t));
@@ -92,9 +92,16 @@ static mpx_status feed_batch(const mlm_task *d, mpx_graph *g, const mpx_mlm_batc
     return mpx_graph_set_input(g, d->io.labels, b->labels, MPX_I32, n);
 }
 
+/* This rank's slice of the global training batch (task.h). */
 static mpx_status mlm_feed(run_task *t, mpx_graph *g) {
     const mlm_task *d = t->impl;
-    return feed_batch(d, g, &d->batch);
+    mpx_mlm_batch b = d->batch;
+    const int off = task_shard(t), per = task_batch(t);
+    const size_t e = (size_t)off * b.seq_len;
+    b.ids += e, b.labels += e, b.attn += e, b.segments += e;
+    b.n = b.n - off < 0 ? 0 : b.n - off < per ? b.n - off : per;
+    b.batch_size = per;
+    return feed_batch(d, g, &b);
 }
 
 static mpx_loader_pos mlm_position(const run_task *t) {
@@ -106,10 +113,10 @@ static mpx_loader_pos mlm_position(const run_task *t) {
 static mpx_status mlm_evaluate(run_task *t, mpx_graph *g, double *loss, double *acc) {
     mlm_task *d = t->impl;
     mpx_mlm_loader *L;
-    mpx_mlm_loader_config lc = mpx_mlm_loader_config_eval(t->rc->train.batch_size, t->rc->train.seed);
+    mpx_mlm_loader_config lc = mpx_mlm_loader_config_eval(task_batch(t), t->rc->train.seed);
     mpx_loader_pos start = {0, 0};
     MPX_TRY(mpx_mlm_loader_create(d->mlm, &lc, start, &L));
-    int64_t nb = mpx_mlm_loader_batches_per_epoch(L), limit = t->rc->train.eval_batches;
+    int64_t nb = mpx_mlm_loader_batches_per_epoch(L), limit = task_eval_batches(t);
     if (limit > 0 && limit < nb) nb = limit;
     int64_t shape[3];
     mpx_graph_tensor_shape(g, d->io.logits, shape);

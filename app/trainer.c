@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "mpx/checkpoint.h"
+#include "mpx/comm.h"
 #include "mpx/fsutil.h"
 #include "mpx/runlog.h"
 #include "mpx/runtime.h"
@@ -29,10 +30,12 @@ typedef struct {
     mpx_layer_stats *stats;
     mpx_layer_info *layers;
     double train_time;
+    int stop_signal;     /* the signal a requested stop came from (any rank's) */
 } trainer;
 
 /* train.inject_nonfinite: the testing hook that overflows this step's low-precision gradients. */
 static int injected(const mpx_train_cfg *c, int64_t step) {
+    if (c->inject_rank >= 0 && c->inject_rank != c->rank) return 0;
     for (int i = 0; i < MPX_INJECT_MAX && c->inject_nonfinite[i] >= 0; i++)
         if (c->inject_nonfinite[i] == step) return 1;
     return 0;
@@ -42,13 +45,19 @@ static mpx_status evaluate(trainer *t, double *loss, double *metric) {
     return t->task.ops->evaluate(&t->task, t->g, loss, metric);
 }
 
-static mpx_status open_log(trainer *t, int64_t resume_step) {
-    const mpx_run_cfg *rc = t->rc;
+/* The layer table and the statistics rows (every rank computes statistics: their counts are
+ * reduced over the ranks). */
+static mpx_status alloc_stats(trainer *t) {
     int nl = mpx_graph_n_layers(t->g);
     t->layers = mpx_calloc((size_t)nl, sizeof *t->layers);
     t->stats = mpx_calloc((size_t)nl, sizeof *t->stats);
     if (!t->layers || !t->stats) return mpx_fail(MPX_ERR_NOMEM, "out of memory");
     for (int i = 0; i < nl; i++) mpx_graph_layer(t->g, i, &t->layers[i]);
+    return MPX_OK;
+}
+
+static mpx_status open_log(trainer *t, int64_t resume_step) {
+    const mpx_run_cfg *rc = t->rc;
     char scaling[64];
     snprintf(scaling, sizeof scaling, "%s", mpx_scaling_name(rc->scaling.method));
     mpx_runlog_meta meta = {
@@ -61,7 +70,7 @@ static mpx_status open_log(trainer *t, int64_t resume_step) {
         .seed = (int64_t)rc->train.seed,
         .threads = mpx_threads_get(),
         .eval_metric = t->task.ops->metric,
-        .n_layers = nl,
+        .n_layers = mpx_graph_n_layers(t->g),
         .layers = t->layers,
     };
     if (resume_step >= 0) return mpx_runlog_reopen(t->o->out, &meta, resume_step, &t->log);
@@ -78,6 +87,7 @@ static double pooled_underflow(const trainer *t) {
 }
 
 static void report(trainer *t, const mpx_step_report *r) {
+    if (t->rc->train.rank != 0) return;
     if (t->o->report) t->o->report(r, t->o->report_ctx);
 }
 
@@ -105,7 +115,7 @@ typedef struct {
 
 /* Stops the run as diverged with `why` in the run file. */
 static mpx_status diverged(trainer *t, const char *why, int64_t steps_done, mpx_train_result *res) {
-    MPX_TRY(mpx_runlog_mark_stopped(t->log, why));
+    if (t->log) MPX_TRY(mpx_runlog_mark_stopped(t->log, why));
     res->stopped_early = 1;
     res->steps_done = steps_done;
     return mpx_fail(MPX_ERR_NUMERIC, "%s", why);
@@ -158,8 +168,8 @@ static mpx_status train_step(trainer *t, int64_t step, step_done *d, mpx_train_r
                          (uint8_t)d->skip,
                          (float)(rc->train.batch_size / (mpx_now() - t0)),
                          t->train_time};
-    MPX_TRY(mpx_runlog_train(t->log, &row));
-    if (d->stats_due) MPX_TRY(mpx_runlog_stats(t->log, step, t->stats));
+    if (t->log) MPX_TRY(mpx_runlog_train(t->log, &row));
+    if (t->log && d->stats_due) MPX_TRY(mpx_runlog_stats(t->log, step, t->stats));
     return MPX_OK;
 }
 
@@ -173,7 +183,7 @@ static mpx_status after_step(trainer *t, int64_t step, const mpx_step_report *r,
     if (eval_due) {
         double el, metric;
         MPX_TRY(evaluate(t, &el, &metric));
-        MPX_TRY(mpx_runlog_eval(t->log, step + 1, (float)el, (float)metric));
+        if (t->log) MPX_TRY(mpx_runlog_eval(t->log, step + 1, (float)el, (float)metric));
         mpx_step_report e = *r;
         e.is_eval = 1;
         e.eval_loss = el;
@@ -182,25 +192,38 @@ static mpx_status after_step(trainer *t, int64_t step, const mpx_step_report *r,
         report(t, &e);
         res->final_metric = metric;
     }
-    if (t->o->checkpoint_path &&
+    if (t->o->checkpoint_path && rc->train.rank == 0 &&
         ((rc->train.checkpoint_every > 0 && (step + 1) % rc->train.checkpoint_every == 0) || last))
         MPX_TRY(checkpoint(t, step + 1));
     return MPX_OK;
+}
+
+/* Whether a stop was requested (opts.stop): on any rank, so that all stop after the same step
+ * (a launcher may deliver the signal to the ranks at different moments). */
+static int stop_requested(trainer *t) {
+    int32_t stop = t->o->stop ? (int32_t)*t->o->stop : 0;
+    if (t->rc->train.ranks > 1 &&
+        mpx_comm_allreduce(&stop, 1, MPX_COMM_U32, MPX_COMM_MAX) != MPX_OK)
+        return 0;
+    t->stop_signal = (int)stop;
+    return stop != 0;
 }
 
 /* Stop on request (opts.stop) after step `step`: a checkpoint at step + 1 unless after_step just
  * wrote it, the run file marked with the reason and flushed. */
 static mpx_status interrupt(trainer *t, int64_t step, mpx_train_result *res) {
     const mpx_run_cfg *rc = t->rc;
-    const int signo = (int)*t->o->stop;
+    const int signo = t->stop_signal;
     const int written = rc->train.checkpoint_every > 0 && (step + 1) % rc->train.checkpoint_every == 0;
-    if (t->o->checkpoint_path && !written) MPX_TRY(checkpoint(t, step + 1));
+    if (t->o->checkpoint_path && !written && rc->train.rank == 0) MPX_TRY(checkpoint(t, step + 1));
     char why[512];
     snprintf(why, sizeof why, "interrupted by signal %d after step %lld%s%.400s", signo,
              (long long)step, t->o->checkpoint_path ? "; resume with --resume " : "",
              t->o->checkpoint_path ? t->o->checkpoint_path : "");
-    MPX_TRY(mpx_runlog_mark_stopped(t->log, why));
-    MPX_TRY(mpx_runlog_flush(t->log));
+    if (t->log) {
+        MPX_TRY(mpx_runlog_mark_stopped(t->log, why));
+        MPX_TRY(mpx_runlog_flush(t->log));
+    }
     res->interrupted = signo;
     return MPX_OK;
 }
@@ -242,7 +265,7 @@ static mpx_status train_loop(trainer *t, int64_t start, mpx_train_result *res) {
         }
         if ((st = after_step(t, step, &r, res)) != MPX_OK) break;
         res->steps_done = step + 1;
-        if (t->o->stop && *t->o->stop && step + 1 < steps) {
+        if (stop_requested(t) && step + 1 < steps) {
             st = interrupt(t, step, res);
             break;
         }
@@ -275,7 +298,7 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
         return mpx_fail(MPX_ERR_INPUT, "run file path too long: '%s'", o->out);
     char what[4200];
     snprintf(what, sizeof what, "run file '%s'", o->out);
-    MPX_TRY(mpx_fs_trylock(lock, what, &lock_fd));
+    if (rc->train.rank == 0) MPX_TRY(mpx_fs_trylock(lock, what, &lock_fd));
     st = run_task_open(rc, &t.task);
     if (st == MPX_OK) st = run_task_graph(&t.task, NULL, &t.g);
     if (st == MPX_OK) st = mpx_optimizer_create(t.g, &rc->train.optim, &t.opt);
@@ -294,7 +317,8 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
                           o->resume, (long long)start, (long long)rc->train.steps);
     }
     res->start_step = start;
-    if (st == MPX_OK) st = open_log(&t, o->resume ? start : -1);
+    if (st == MPX_OK) st = alloc_stats(&t);
+    if (st == MPX_OK && rc->train.rank == 0) st = open_log(&t, o->resume ? start : -1);
     if (st == MPX_OK)
         st = t.task.ops->start(&t.task, (mpx_loader_pos){ck.loader.epoch, ck.loader.batch});
     if (st == MPX_OK) st = train_loop(&t, start, res);
@@ -314,6 +338,6 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
     free(t.stats);
     free(t.layers);
     free(ck.config_text_read);
-    mpx_fs_unlock(lock_fd);
+    if (lock_fd >= 0) mpx_fs_unlock(lock_fd);
     return st;
 }

@@ -4,7 +4,7 @@
 #   cmake/deps.sh install   install what is missing (root + apt-get), else print the exact command
 set -u
 PKGS=(build-essential cmake pkg-config libdnnl-dev libopenblas-openmp-dev libhdf5-dev hdf5-tools
-      libjpeg-dev zlib1g-dev libarchive-dev libexpat1-dev libutf8proc-dev ocl-icd-opencl-dev gnuplot-nox python3 dataset-fashion-mnist)
+      libjpeg-dev zlib1g-dev libarchive-dev libexpat1-dev libutf8proc-dev libopenmpi-dev openmpi-bin ocl-icd-opencl-dev gnuplot-nox python3 dataset-fashion-mnist)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -3,6 +3,7 @@
 #   tests/model/*.c        label model        (whole graphs: loss falls, whole-graph gradient check)
 #   tests/integration/*.sh label integration  (the mpx command end to end; smoke experiments)
 #   tests/cuda/*.c         label cuda         (CUDA vs CPU; exit 77 = skipped when no GPU)
+#   tests/mpi/*.sh         label mpi          (mpirun -np 2 data parallelism; skipped without MPI)
 #   tests/slow/*.c|*.sh    label slow         (excluded from `make test`)
 # A C test is one executable; it prints what it checks and exits non-zero on any failure.
 # OMP_WAIT_POLICY=passive: `make test` runs two tests at a time on machines with as few as two
@@ -65,3 +66,14 @@ endforeach()
 foreach(label integration slow)
   mpx_add_sh_tests(${label})
 endforeach()
+# tests/mpi/*.sh label mpi: `mpirun -np 2` data-parallel runs (MPI builds; else skipped).
+if(MPX_HAVE_MPI)
+  mpx_add_sh_tests(mpi)
+else()
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/mpi/*.sh)
+  foreach(src ${srcs})
+    get_filename_component(name ${src} NAME_WE)
+    add_test(NAME mpi/${name} COMMAND sh -c "echo 'built without MPI'; exit 77")
+    set_tests_properties(mpi/${name} PROPERTIES LABELS mpi SKIP_RETURN_CODE 77)
+  endforeach()
+endif()

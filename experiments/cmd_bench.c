@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "mpx/comm.h"
 #include "json.h"
 #include "mpx/run.h"
 #include "mpx/runtime.h"
@@ -58,6 +59,19 @@ static int row_mode(const mpx_bench_row *row, mpx_precision_mode *m) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (strcmp(row->mode, mpx_precision_mode_name(all[i])) == 0) return *m = all[i], 1;
     return 0;
+}
+
+/* A data-parallel bench: every rank's step, and the gradient all-reduce's share and bytes. */
+static void print_ranks(const mpx_bench_result *r) {
+    printf("%d ranks (%s), batch %d each:\n", r->ranks, mpx_comm_library(), r->batch / r->ranks);
+    for (int i = 0; i < r->n; i++) {
+        const mpx_bench_row *w = &r->rows[i];
+        printf("  %-11s all-reduce %.2f MB and %.4f s per step (%.1f%% of rank 0's step); step per "
+               "rank:", w->name, w->allreduce_mb, w->allreduce_s, 100 * w->allreduce_s / w->median_s);
+        for (int k = 0; k < r->ranks && k < MPX_BENCH_MAX_RANKS; k++)
+            printf(" %.4f", w->rank_median_s[k]);
+        printf(" s\n");
+    }
 }
 
 static void write_json(FILE *f, const char *config, const mpx_run_cfg *rc,
@@ -196,9 +210,17 @@ int cmd_bench(int argc, char **argv) {
     free(overrides);
     mpx_config_free(cfg);
     if (st != MPX_OK) return cli_error("bench", st);
+    /* Under mpirun: every rank steps its slice of the batch; rank 0 reports. */
+    rc.train.ranks = mpx_comm_size();
+    rc.train.rank = mpx_comm_rank();
+    if (rc.train.batch_size % rc.train.ranks != 0)
+        return cli_usage("bench", "train.batch_size = %d is not a multiple of the %d ranks",
+                         rc.train.batch_size, rc.train.ranks);
+    if (rc.train.rank != 0) o.progress = 0;
     mpx_bench_result r;
-    st = mpx_run_bench(&rc, &o, &r, stdout);
+    st = mpx_run_bench(&rc, &o, &r, rc.train.rank == 0 ? stdout : NULL);
     if (st != MPX_OK) return cli_error("bench", st);
+    if (rc.train.rank != 0) return EXIT_OK;
 
     printf("%s: batch %d, %.3f GFLOP per training step, %d threads, host %s\n", config, r.batch,
            r.flops_per_step * 1e-9, mpx_threads_get(), mpx_host_str());
@@ -237,6 +259,7 @@ int cmd_bench(int argc, char **argv) {
         printf("GFLOP/s counts the arithmetic done: the operators left out up to %.3f GFLOP per "
                "step (products with all-zero gradient rows, rows no loss reads)\n",
                skipped * 1e-9);
+    if (r.ranks > 1) print_ranks(&r);
     printf("peak RSS: %.1f MiB\n", r.peak_rss / 1048576.0);
     if (r.has_scratch_peak)
         printf("device scratch peak: %.1f MiB (operator scratch and cuDNN's workspace, beyond the "

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "mpx/comm.h"
 #include "mpx/backend.h"
 #include "mpx/numerics.h"
 #include "mpx/run.h"
@@ -34,6 +35,11 @@ static void build_info(void) {
     printf("blas:          %s\n", mpx_blas_info());
     if (mpx_blas_warning()) printf("warning:       %s\n", mpx_blas_warning());
     printf("dnn:           %s\n", mpx_dnnl_info());
+    if (mpx_comm_size() > 1)
+        printf("mpi:           %s, rank %d of %d\n", mpx_comm_library(), mpx_comm_rank(),
+               mpx_comm_size());
+    else
+        printf("mpi:           %s\n", mpx_comm_library());
     printf("cpu op paths:\n");
     static const mpx_precision_mode modes[] = {MPX_MODE_FP32, MPX_MODE_TF32, MPX_MODE_BF16,
                                                MPX_MODE_FP16};

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "mpx/comm.h"
 #include "mpx/fsutil.h"
 #include "mpx/run.h"
 
@@ -154,6 +155,16 @@ int cmd_train(int argc, char **argv) {
         mpx_config_free(cfg);
         return cli_error("train", st);
     }
+    /* Under mpirun: one rank of a data-parallel run; rank 0 owns the files and the output. */
+    rc.train.ranks = mpx_comm_size();
+    rc.train.rank = mpx_comm_rank();
+    const int lead = rc.train.rank == 0;
+    if (rc.train.batch_size % rc.train.ranks != 0) {
+        mpx_config_free(cfg);
+        fprintf(stderr, "mpx train: train.batch_size = %d is not a multiple of the %d ranks\n",
+                rc.train.batch_size, rc.train.ranks);
+        return EXIT_USAGE;
+    }
     char out_buf[4096], ckpt[4096];
     if (!out && resume) {
         size_t n = strlen(resume);
@@ -165,12 +176,12 @@ int cmd_train(int argc, char **argv) {
         out = out_buf;
     }
     checkpoint_path(out, ckpt, sizeof ckpt);
-    if (!resume && !force && access(out, F_OK) == 0) {
+    if (lead && !resume && !force && access(out, F_OK) == 0) {
         mpx_config_free(cfg);
         fprintf(stderr, "mpx train: run file '%s' exists; pass --force to overwrite\n", out);
         return EXIT_USAGE;
     }
-    st = mpx_fs_mkdirs_for(out);
+    st = lead ? mpx_fs_mkdirs_for(out) : MPX_OK;
     if (st != MPX_OK) {
         mpx_config_free(cfg);
         return cli_error("train", st);
@@ -181,21 +192,29 @@ int cmd_train(int argc, char **argv) {
     mpx_train_opts o = {out, force, resume, ckpt, resolved, config, on_report, &pr, &g_stop};
     catch_stop_signals();
     mpx_train_result res;
-    fprintf(stderr, "mpx train: %s -> %s (%s, %s, %s scaling)\n", config, out, rc.model.arch,
-            mpx_precision_mode_name(rc.precision.mode), mpx_scaling_name(rc.scaling.method));
+    if (lead && rc.train.ranks > 1)
+        fprintf(stderr, "mpx train: %s -> %s (%s, %s, %s scaling; %d ranks of batch %d, %s)\n",
+                config, out, rc.model.arch, mpx_precision_mode_name(rc.precision.mode),
+                mpx_scaling_name(rc.scaling.method), rc.train.ranks,
+                rc.train.batch_size / rc.train.ranks, mpx_comm_library());
+    else if (lead)
+        fprintf(stderr, "mpx train: %s -> %s (%s, %s, %s scaling)\n", config, out, rc.model.arch,
+                mpx_precision_mode_name(rc.precision.mode), mpx_scaling_name(rc.scaling.method));
     st = mpx_run_train(&rc, &o, &res);
     free(resolved);
     if (st == MPX_ERR_NUMERIC && res.stopped_early) {
-        fprintf(stderr, "mpx train: %s\n", mpx_error_message());
+        if (lead) fprintf(stderr, "mpx train: %s\n", mpx_error_message());
         return EXIT_DIVERGED;
     }
     if (st != MPX_OK) return cli_error("train", st);
     if (res.interrupted) {
-        fprintf(stderr, "mpx train: stopped by signal %d after step %lld; checkpoint '%s' written, "
+        if (lead)
+            fprintf(stderr, "mpx train: stopped by signal %d after step %lld; checkpoint '%s' written, "
                 "continue with: mpx train %s --resume %s\n", res.interrupted,
                 (long long)res.steps_done - 1, ckpt, config, ckpt);
         return EXIT_INTERRUPTED;
     }
+    if (!lead) return EXIT_OK;
     if (resume && res.start_step == rc.train.steps) {
         printf("%s: already complete (checkpoint '%s' is at step %lld = train.steps); nothing "
                "to train\n", out, resume, (long long)res.start_step);

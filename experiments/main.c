@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "mpx/comm.h"
 
 static const struct {
     const char *name;
@@ -32,7 +33,20 @@ int main(int argc, char **argv) {
         return EXIT_OK;
     }
     for (int i = 0; i < N_CMDS; i++)
-        if (strcmp(argv[1], g_cmds[i].name) == 0) return g_cmds[i].fn(argc - 1, argv + 1);
+        if (strcmp(argv[1], g_cmds[i].name) == 0) {
+            /* Under an MPI launcher every process is a rank of one run (comm.h). */
+            mpx_status st = mpx_comm_init(&argc, &argv);
+            if (st != MPX_OK) {
+                fprintf(stderr, "mpx: %s\n", mpx_error_message());
+                return EXIT_FAIL;
+            }
+            int rc = g_cmds[i].fn(argc - 1, argv + 1);
+            /* A rank that failed alone would leave the others waiting in a reduction; a
+             * divergence or a requested stop is reached by every rank together. */
+            if (rc != EXIT_OK && rc != EXIT_DIVERGED && rc != EXIT_INTERRUPTED) mpx_comm_abort(rc);
+            mpx_comm_finalize();
+            return rc;
+        }
     fprintf(stderr, "mpx: unknown command '%s' (train, eval, export, bench, info; see mpx --help)\n",
             argv[1]);
     return EXIT_USAGE;

@@ -341,6 +341,8 @@ extern "C" mpx_status mpx_batchnorm_forward_cuda(const mpx_batchnorm_attr *a, co
                                                  mpx_tensor *save_mean, mpx_tensor *save_invstd,
                                                  mpx_tensor *y) {
     if (!a) return mpx_fail(MPX_ERR_INPUT, "%s: attr is NULL", FWD);
+    if (a->reduce)
+        return mpx_fail(MPX_ERR_UNSUPPORTED, "%s: synchronised statistics (attr.reduce)", FWD);
     if (!(a->eps >= 0 && isfinite(a->eps)) || !(a->momentum >= 0 && a->momentum <= 1))
         return mpx_fail(MPX_ERR_INPUT, "%s: eps %g must be >= 0 and momentum %g in [0, 1]", FWD,
                         a->eps, a->momentum);
@@ -402,6 +404,8 @@ extern "C" mpx_status mpx_batchnorm_backward_cuda(const mpx_batchnorm_attr *a,
                                                   const mpx_tensor *save_invstd, mpx_tensor *dx,
                                                   mpx_tensor *dgamma, mpx_tensor *dbeta) {
     if (!a) return mpx_fail(MPX_ERR_INPUT, "%s: attr is NULL", BWD);
+    if (a->reduce)
+        return mpx_fail(MPX_ERR_UNSUPPORTED, "%s: synchronised statistics (attr.reduce)", BWD);
     if (!a->training)
         return mpx_fail(MPX_ERR_UNSUPPORTED,
                         "%s: only training mode has a backward (attr.training is 0)", BWD);

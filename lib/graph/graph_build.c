@@ -214,7 +214,7 @@ int mpx_g_batchnorm(mpx_graph *g, const char *name, int x, float eps, float mome
     int64_t c = xt->shape[ndim - 1];
     gnode *n = add_node(g, OP_BATCHNORM, name, &x, 1, ndim, shape);
     if (!n) return -1;
-    n->attr.bn = (mpx_batchnorm_attr){eps, momentum, 1, 0, 0, MPX_F32};
+    n->attr.bn = (mpx_batchnorm_attr){eps, momentum, 1, 0, 0, MPX_F32, NULL, NULL, 0};
     int64_t cs[1] = {c};
     add_param(g, n, "gamma", MPX_ROLE_NORM_PARAM, 1, cs, 0, (mpx_init){MPX_INIT_CONST, gamma_init});
     add_param(g, n, "beta", MPX_ROLE_NORM_PARAM, 1, cs, 0, (mpx_init){MPX_INIT_CONST, 0});

@@ -374,6 +374,7 @@ static void plan_loss_rows(mpx_graph *g) {
 }
 
 void mpx_graph_loss_rows(mpx_graph *g, int on) { g->all_rows = !on; }
+void mpx_graph_sync_bn(mpx_graph *g, int on) { g->sync_bn = on; }
 int mpx_graph_n_fused(const mpx_graph *g) { return g->n_fused; }
 int mpx_graph_n_shared_grads(const mpx_graph *g) { return g->n_shared; }
 

@@ -123,6 +123,7 @@ static mpx_status merge_branches_reference(mpx_graph *g, int tensor, const int *
     for (int i = 0; i < k; i++)
         g->be->absmax_to(g->be, t->plan.branch[idx[i]], n, &g->merge_slots[i]);
     g->be->download(g->be, a, g->merge_slots, (size_t)k * sizeof(float));
+    MPX_TRY(dist_max_magnitudes(a, k));
     /* rounding is monotone: the stored branch's magnitude is the rounded magnitude */
     for (int i = 0; i < k; i++) stored[i] = mpx_round_to(dt, (float)((double)a[i] * P[i]));
     const double target = mpx_als_merge_target(g->pass->bw->scaling, k, S, stored);
@@ -209,6 +210,7 @@ static mpx_status merge_branches(mpx_graph *g, int tensor) {
             float a[MAX_CONSUMERS];
             double absmax[MAX_CONSUMERS];
             g->be->download(g->be, a, slot, (size_t)k * sizeof(float));
+            MPX_TRY(dist_max_magnitudes(a, k));
             for (int i = 0; i < k; i++) absmax[i] = (double)a[i] * P[i];
             target = mpx_als_merge_target(g->pass->bw->scaling, k, S, absmax);
         }
@@ -241,6 +243,13 @@ static mpx_status moments_into(mpx_graph *g, const mpx_tensor *v, mpx_moments *m
     return MPX_OK;
 }
 
+/* Moments of a layer's incoming gradient for its adaptive factor, over the global batch (a
+ * wait, and a reduction over the ranks of a data-parallel run). */
+static mpx_status grad_moments(mpx_graph *g, const mpx_tensor *dy, mpx_moments *m) {
+    MPX_TRY(moments_into(g, dy, m));
+    return dist_reduce_moments(m);
+}
+
 /* Moments of a view for a statistics row, into dev_moments[slot] (slot 2 * layer: the gradient,
  * + 1: the weight) without a wait; backward_pass reads them all with the layers' counts. */
 static mpx_status moments_later(mpx_graph *g, const mpx_tensor *v, int slot) {
@@ -266,7 +275,7 @@ static mpx_status layer_factor(mpx_graph *g, gnode *n, const mpx_tensor *dy, con
     if (als_update_due(g, n)) {
         mpx_moments a, b;
         if (!mg) {
-            MPX_TRY(moments_into(g, dy, &a));
+            MPX_TRY(grad_moments(g, dy, &a));
             mg = &a;
         }
         if (!mw) {
@@ -380,7 +389,7 @@ static mpx_status backward_node(mpx_graph *g, gnode *n) {
     if (ls && !n->seeds_gradient) {
         if (g->pass->layerwise && n->is_gemm_layer && als_update_due(g, n)) {
             /* the adaptive factor reads them now (layer_factor) */
-            MPX_TRY(moments_into(g, &dy, pmg = &mg));
+            MPX_TRY(grad_moments(g, &dy, pmg = &mg));
             set_g_stats(ls, &mg);
             if (n->n_param > 0) {
                 MPX_TRY(moments_into(g, &w0, pmw = &mw));
@@ -468,14 +477,17 @@ static mpx_status backward_pass(mpx_graph *g, bw_pass *p) {
     if (st == MPX_OK && o->stats) {
         /* Statistics steps: every layer's counts and moments in one download. */
         g->be->download(g->be, g->host_stats, g->dev_stats, g->stats_bytes);
-        for (int l = 0; l < g->n_layers; l++) {
+        st = dist_reduce_stats(g);
+        for (int l = 0; st == MPX_OK && l < g->n_layers; l++) {
             o->stats[l].act = g->host_stats[2 * l];
             o->stats[l].wgrad = g->host_stats[2 * l + 1];
             if (g->moments_due[2 * l]) set_g_stats(&o->stats[l], &g->host_moments[2 * l]);
             if (g->moments_due[2 * l + 1]) set_w_stats(&o->stats[l], &g->host_moments[2 * l + 1]);
         }
     }
-    /* The global gradient norm's parts, for the optimizer's clipping and its finite check. */
+    /* The ranks' gradients averaged; then the global gradient norm's parts, for the optimizer's
+     * clipping and its finite check. */
+    if (st == MPX_OK) st = dist_reduce_grads(g);
     if (st == MPX_OK)
         for (int i = 0; i < g->n_params; i++)
             g->be->sumsq(g->be, g->params[i].grad, (size_t)g->params[i].numel,
@@ -483,6 +495,8 @@ static mpx_status backward_pass(mpx_graph *g, bw_pass *p) {
     if (st == MPX_OK && (st = g->be->last_error(g->be)) != MPX_OK)
         st = mpx_fail_context(st, "backward pass");
     if (st == MPX_OK) st = read_status(g, 1);
+    if (st == MPX_OK) st = dist_reduce_status(g);
+    if (st == MPX_OK && p->layerwise) st = dist_check_factors(g);
     return st;
 }
 
@@ -503,6 +517,11 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
     if (g->loss_tensor < 0) return mpx_fail(MPX_ERR_INPUT, "the graph has no loss to differentiate");
     if (o->loss_scale <= 0 || !isfinite(o->loss_scale))
         return mpx_fail(MPX_ERR_INPUT, "loss scale %g is not a positive finite number", o->loss_scale);
+    if (o->scaling && o->scaling->method == MPX_SCALING_ADAPTIVE_QUANTILE && dist_ranks() > 1)
+        return mpx_fail(MPX_ERR_UNSUPPORTED,
+                        "adaptive-quantile scaling over %d ranks: the quantile of the global "
+                        "batch's gradients is not reduced across ranks (use adaptive)",
+                        dist_ranks());
     bw_pass p = {.bw = o, .layerwise = o->scaling && mpx_scaling_is_layerwise(o->scaling->method)};
     /* als = reference merges always wait (merge_branches_reference) */
     p.speculating = p.layerwise && !g->exact_merges && o->scaling->als != MPX_ALS_REFERENCE;

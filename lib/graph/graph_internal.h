@@ -194,6 +194,7 @@ struct mpx_graph {
     int keep_grads;          /* no gradient-buffer sharing (tests) */
     int no_fusion;           /* run every ReLU on its own (mpx_graph_fuse) */
     int all_rows;            /* compute the rows a loss ignores too (mpx_graph_loss_rows) */
+    int sync_bn;             /* batch-norm statistics over every rank (mpx_graph_sync_bn) */
     int exact_merges;        /* adaptive merges wait for their magnitudes (mpx_graph_speculative_merges) */
     int profile;             /* time every node */
     int time_scaling;        /* time the merges and adaptive factors (mpx_graph_time_scaling) */
@@ -202,6 +203,8 @@ struct mpx_graph {
     int64_t merge_redos;     /* backward passes run again because a speculative merge missed */
     double scaling_s;        /* seconds of merges and adaptive factors so far (time_scaling) */
     int64_t clock_waits;     /* the backend waits those clocks made (not the step's own) */
+    double dist_s;           /* seconds in the gradient all-reduce so far (graph_dist.c) */
+    double dist_bytes;       /* ... and the bytes each rank contributed to it */
 
     /* compile's plan */
     int compiled;
@@ -236,6 +239,19 @@ struct mpx_graph {
                                     * (backend.h: op_direct_io) */
     int64_t step;                  /* the step the passes belong to (rounding streams, factors) */
 };
+
+/* Reductions over the ranks of a data-parallel run (graph_dist.c); each the identity with one. */
+int dist_ranks(void);
+mpx_status dist_reduce_grads(mpx_graph *g);
+mpx_status dist_reduce_status(mpx_graph *g);
+mpx_status dist_reduce_moments(mpx_moments *m);
+mpx_status dist_max_magnitudes(float *a, int k);
+mpx_status dist_reduce_stats(mpx_graph *g);
+mpx_status dist_check_factors(const mpx_graph *g);
+/* Batch-norm's reducer of a synchronised run (ops.h: mpx_batchnorm_attr.reduce); ctx unused. */
+mpx_status dist_bn_reduce(void *ctx, double *totals, float *shift, int64_t c, int64_t m);
+/* Sets a's reducer when the graph synchronises batch-norm over more than one rank. */
+mpx_status dist_bn_attr(const mpx_graph *g, mpx_batchnorm_attr *a);
 
 /* Builder helpers (graph_build.c). */
 int graph_fail(mpx_graph *g, mpx_status st);

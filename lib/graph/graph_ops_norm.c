@@ -9,6 +9,7 @@ mpx_status fwd_batchnorm(mpx_graph *g, gnode *n, int training) {
     mpx_batchnorm_attr a = n->attr.bn;
     a.training = training;
     a.relu = n->plan.fused_relu >= 0;
+    if (training) MPX_TRY(dist_bn_attr(g, &a));
     const int out = forward_out(g, n);
     mpx_tensor rm = buffer_view(g, n->buffer[0]), rv = buffer_view(g, n->buffer[1]);
     mpx_tensor sm = aux_view(g, n, 0), si = aux_view(g, n, 1), x, w, b, y;
@@ -42,6 +43,7 @@ mpx_status bwd_batchnorm(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     /* dy may be the gradient at the fused ReLU's output (graph_exec.c: relu_bwd_fused); the
      * op then recomputes the forward's result, which needs beta */
     mpx_batchnorm_attr a = n->attr.bn;
+    MPX_TRY(dist_bn_attr(g, &a));
     const int alias = g->tensors[n->out].pass.grad_alias;
     a.relu_dy = alias >= 0;
     a.relu_store = alias >= 0 ? g->tensors[alias].plan.dtype : MPX_F32;

@@ -264,17 +264,22 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
         tile_load_into(x, 0, c, x0); /* the first row, the shift of the sums */
         chunk_sums(x, NULL, x0, NULL, NULL, m, c, rows, nchunks, part);
         add_partials(part, nchunks, c, tot, tot + c);
+        double mt = (double)m; /* the rows the statistics count */
+        if (a->reduce) {
+            MPX_TRY(a->reduce(a->reduce_ctx, tot, x0, c, m));
+            mt *= a->replicas > 1 ? a->replicas : 1;
+        }
         const double mom = a->momentum;
         for (int64_t j = 0; j < c; j++) {
             const double s1 = tot[j], s2 = tot[c + j];
-            double dm = s1 / (double)m, var = s2 / (double)m - dm * dm;
+            double dm = s1 / mt, var = s2 / mt - dm * dm;
             if (var < 0) var = 0;
             double mu = x0[j] + dm, invstd = 1.0 / sqrt(var + a->eps);
             mean[j] = sm[j] = (float)mu;
             si[j] = (float)invstd;
             scale[j] = (float)((double)si[j] * g[j]); /* from the saved invstd: see relu_dy */
             rm[j] = (float)((1.0 - mom) * rm[j] + mom * mu);
-            rv[j] = (float)((1.0 - mom) * rv[j] + mom * var * (double)m / (double)(m - 1));
+            rv[j] = (float)((1.0 - mom) * rv[j] + mom * var * mt / (mt - 1));
         }
     } else {
         for (int64_t j = 0; j < c; j++) {
@@ -347,6 +352,11 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
     chunk_sums(dy, x, NULL, sm, a->relu_dy ? &mask : NULL, m, c, rows, nchunks, part);
     double *tot = part + 2 * nchunks * c; /* two totals per channel */
     add_partials(part, nchunks, c, tot, tot + c);
+    double mt = (double)m;
+    if (a->reduce) {
+        MPX_TRY(a->reduce(a->reduce_ctx, tot, NULL, c, m));
+        mt *= a->replicas > 1 ? a->replicas : 1;
+    }
     float *k = (float *)(tot + 2 * c), *mdb = k + c, *mdg = mdb + c; /* 3C floats in 2C doubles */
     for (int64_t j = 0; j < c; j++) {
         const double sdy = tot[j];
@@ -355,8 +365,8 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
         db[j] = (float)sdy;
         dg[j] = (float)sdyx;
         k[j] = g[j] * si[j];
-        mdb[j] = (float)(sdy / (double)m);
-        mdg[j] = (float)(sdyx / (double)m);
+        mdb[j] = (float)(sdy / mt);
+        mdg[j] = (float)(sdyx / mt);
     }
     const int64_t nt = tile_count(0, m, c);
 #pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN)

@@ -99,8 +99,8 @@ static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
     mpx_tensor grm = dev_tensor(cf->stats, 1, cs, rm), grv = dev_tensor(cf->stats, 1, cs, rv);
     mpx_tensor gsm = dev_tensor(MPX_F32, 1, cs, NULL), gsi = dev_tensor(MPX_F32, 1, cs, NULL);
     mpx_tensor gdg = dev_tensor(cf->grad, 1, cs, NULL), gdb = dev_tensor(cf->grad, 1, cs, NULL);
-    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0, 0, MPX_F32};
-    const mpx_batchnorm_attr ev = {1e-3f, 0.1f, 0, 0, 0, MPX_F32};
+    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0, 0, MPX_F32, NULL, NULL, 0};
+    const mpx_batchnorm_attr ev = {1e-3f, 0.1f, 0, 0, 0, MPX_F32, NULL, NULL, 0};
 
     /* training forward */
     CHECK_OK(mpx_batchnorm_forward_cpu(&tr, &hx, &hg, &hb, &hrm, &hrv, &hsm, &hsi, &hy));
@@ -190,8 +190,8 @@ static void test_errors(void) {
     mpx_tensor v[6];
     for (int i = 0; i < 6; i++)
         v[i] = dev_tensor(MPX_F32, 1, cs, NULL);
-    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0, 0, MPX_F32};
-    const mpx_batchnorm_attr ev = {1e-5f, 0.1f, 0, 0, 0, MPX_F32};
+    const mpx_batchnorm_attr tr = {1e-5f, 0.1f, 1, 0, 0, MPX_F32, NULL, NULL, 0};
+    const mpx_batchnorm_attr ev = {1e-5f, 0.1f, 0, 0, 0, MPX_F32, NULL, NULL, 0};
     CHECK(mpx_batchnorm_forward_cuda(&tr, &x, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &y) ==
               MPX_ERR_INPUT,
           "batchnorm forward: training with one row accepted");

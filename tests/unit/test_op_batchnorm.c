@@ -107,7 +107,7 @@ static void check_shape(int ndim, const int64_t *shape, int64_t every, uint64_t 
     ty.data = yf, tr.data = rf, tdx.data = dxf;
     mpx_tensor tg = vec(gf, c), tb = vec(bf, c), trm = vec(rm, c), trv = vec(rv, c);
     mpx_tensor tsm = vec(sm, c), tsi = vec(si, c), tdg = vec(dg, c), tdb = vec(db, c);
-    mpx_batchnorm_attr at = {eps, mom, 1, 0, 0, MPX_F32};
+    mpx_batchnorm_attr at = {eps, mom, 1, 0, 0, MPX_F32, NULL, NULL, 0};
 
     double *x = dalloc(n), *g = dalloc(c), *b = dalloc(c), *r = dalloc(n), *y = dalloc(n);
     double *mean = dalloc(c), *var = dalloc(c);
@@ -191,7 +191,7 @@ static void check_shape(int ndim, const int64_t *shape, int64_t every, uint64_t 
 
     /* The fused ReLU (training and eval): relu.c's select on the unfused result, bit for bit. */
     for (int training = 1; training >= 0; training--) {
-        mpx_batchnorm_attr fr = {eps, mom, training, 0, 0, MPX_F32};
+        mpx_batchnorm_attr fr = {eps, mom, training, 0, 0, MPX_F32, NULL, NULL, 0};
         memcpy(rm, rm0, c * sizeof(float));
         memcpy(rv, rv0, c * sizeof(float));
         CHECK_OK(mpx_batchnorm_forward_cpu(&fr, &tx, &tg, &tb, &trm, &trv, &tsm, &tsi, &ty));
@@ -214,7 +214,7 @@ static void check_shape(int ndim, const int64_t *shape, int64_t every, uint64_t 
     memcpy(rv, rv0, c * sizeof(float));
 
     /* Eval forward: running statistics, save_* untouched (NULL). */
-    mpx_batchnorm_attr ev = {eps, mom, 0, 0, 0, MPX_F32};
+    mpx_batchnorm_attr ev = {eps, mom, 0, 0, 0, MPX_F32, NULL, NULL, 0};
     for (int64_t i = 0; i < n; i++) yf[i] = NAN;
     CHECK_OK(mpx_batchnorm_forward_cpu(&ev, &tx, &tg, &tb, &trm, &trv, NULL, NULL, &ty));
     worst = 0;
@@ -246,7 +246,7 @@ static void check_errors(void) {
     y.data = yb;
     mpx_tensor g = vec(v[0], 4), b = vec(v[1], 4), rm = vec(v[2], 4), rv = vec(v[3], 4);
     mpx_tensor sm = vec(v[4], 4), si = vec(v[5], 4);
-    mpx_batchnorm_attr at = {1e-5f, 0.1f, 1, 0, 0, MPX_F32};
+    mpx_batchnorm_attr at = {1e-5f, 0.1f, 1, 0, 0, MPX_F32, NULL, NULL, 0};
     CHECK_OK(mpx_batchnorm_forward_cpu(&at, &x, &g, &b, &rm, &rv, &sm, &si, &y));
     mpx_tensor t = g;
     t.shape[0] = 3;
@@ -268,10 +268,10 @@ static void check_errors(void) {
     t.shape[0] = 1;
     expect_error(mpx_batchnorm_forward_cpu(&at, &t, &g, &b, &rm, &rv, &sm, &si, &t), MPX_ERR_INPUT,
                  "more than one value", "training on one row");
-    mpx_batchnorm_attr bad = {-1, 0.1f, 1, 0, 0, MPX_F32};
+    mpx_batchnorm_attr bad = {-1, 0.1f, 1, 0, 0, MPX_F32, NULL, NULL, 0};
     expect_error(mpx_batchnorm_forward_cpu(&bad, &x, &g, &b, &rm, &rv, &sm, &si, &y), MPX_ERR_INPUT,
                  "eps", "negative eps");
-    mpx_batchnorm_attr ev = {1e-5f, 0.1f, 0, 0, 0, MPX_F32};
+    mpx_batchnorm_attr ev = {1e-5f, 0.1f, 0, 0, 0, MPX_F32, NULL, NULL, 0};
     expect_error(mpx_batchnorm_backward_cpu(&ev, &y, &x, &g, NULL, &sm, &si, &x, &g, &b),
                  MPX_ERR_UNSUPPORTED, "training", "eval-mode backward");
     t = x;
@@ -307,7 +307,7 @@ static void check_relu_dy(mpx_dtype store, float gscale, uint64_t seed) {
     mpx_tensor tg = vec(gf, C), tb = vec(bf, C), trm = vec(rm, C), trv = vec(rv, C);
     mpx_tensor tsm = vec(sm, C), tsi = vec(si, C);
     mpx_tensor tdg1 = vec(dg1, C), tdb1 = vec(db1, C), tdg2 = vec(dg2, C), tdb2 = vec(db2, C);
-    mpx_batchnorm_attr fwd = {1e-5f, 0.1f, 1, 1, 0, MPX_F32};
+    mpx_batchnorm_attr fwd = {1e-5f, 0.1f, 1, 1, 0, MPX_F32, NULL, NULL, 0};
     CHECK_OK(mpx_batchnorm_forward_cpu(&fwd, &tx, &tg, &tb, &trm, &trv, &tsm, &tsi, &ty));
     /* the ReLU's backward on its stored output, then the plain backward */
     int off = 0, tiny = 0;

@@ -148,7 +148,7 @@ static void check_batchnorm(int64_t m, int64_t c, uint64_t seed) {
     for (int dx = 0; dx < 3; dx++)
         for (int dy = 0; dy < 3; dy++)
             for (int relu = 0; relu < 2; relu++) {
-                mpx_batchnorm_attr at = {1e-5f, 0.1f, 1, relu, 0, MPX_F32};
+                mpx_batchnorm_attr at = {1e-5f, 0.1f, 1, relu, 0, MPX_F32, NULL, NULL, 0};
                 pair x = make(DT[dx], 2, shape, fx);
                 pair y = make(DT[dy], 2, shape, NULL), e = make(DT[dy], 2, shape, NULL);
                 for (int64_t j = 0; j < c; j++) rm[j] = rm2[j] = 0, rv[j] = rv2[j] = 1;

@@ -157,6 +157,13 @@ void mpx_graph_fuse(mpx_graph *g, int on);
  * is negative are ignored by the loss, so their logits are left 0 (BERT's decoder, ~85% of its
  * rows). Needs the backend's linear_forward_rows entries (the CPU has them). Off: every row. */
 void mpx_graph_loss_rows(mpx_graph *g, int on);
+/* Whether batch-norm's training statistics are those of the global batch of a data-parallel
+ * run (comm.h; the ranks' sums reduced inside every batch-norm pass: train.sync_bn) or of each
+ * rank's slice (default off, as PyTorch DDP). CPU backend; no effect with one rank. */
+void mpx_graph_sync_bn(mpx_graph *g, int on);
+/* A data-parallel run's gradient all-reduce so far: its seconds, and the bytes this rank sent
+ * into it (0 and 0 with one rank). */
+void mpx_graph_allreduce_stats(const mpx_graph *g, double *seconds, double *bytes);
 /* After compiling: how many ReLUs were fused, and how many add inputs share the gradient. */
 int mpx_graph_n_fused(const mpx_graph *g);
 int mpx_graph_n_shared_grads(const mpx_graph *g);

@@ -104,6 +104,15 @@ typedef struct {
     int relu;
     int relu_dy;
     mpx_dtype relu_store;
+    /* Synchronised batch-norm (training): when set, the per-channel totals are handed to
+     * `reduce` before they are used — forward: sum (x - shift) and sum (x - shift)^2 about the
+     * shift it is given (the first row; it returns the totals of every replica about the shift
+     * it writes back), backward: sum dy and sum dy (x - mean) (shift NULL) — and the statistics
+     * count the rows of all `replicas` (each with the same M). The executor's reducer sums over
+     * the ranks of a data-parallel run (train.sync_bn); the op knows nothing of them. */
+    mpx_status (*reduce)(void *ctx, double *totals, float *shift, int64_t c, int64_t m);
+    void *reduce_ctx;
+    int replicas;
 } mpx_batchnorm_attr;
 mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tensor *x,
                                      const mpx_tensor *gamma, const mpx_tensor *beta,

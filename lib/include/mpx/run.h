@@ -60,9 +60,14 @@ typedef struct {
     int threads;
     mpx_device device;
     int fuse;                /* mpx_graph_fuse before compiling */
+    int sync_bn;             /* mpx_graph_sync_bn: batch-norm over every rank's rows */
     int64_t eval_every, eval_batches, checkpoint_every;
     int max_nonfinite;
     int64_t inject_nonfinite[MPX_INJECT_MAX]; /* testing hook: steps whose loss scale is x2^100; -1 after the last */
+    int inject_rank;         /* testing hook: the rank that injects (-1: every rank) */
+    /* A data-parallel run (comm.h): the number of ranks and this one's, set by the command from
+     * the communicator, not by the config; batch_size is the global batch. */
+    int ranks, rank;
 } mpx_train_cfg;
 
 typedef struct {
@@ -140,6 +145,8 @@ typedef struct {
     int progress;
 } mpx_bench_opts;
 
+enum { MPX_BENCH_MAX_RANKS = 16 };
+
 typedef struct {
     char name[16], mode[8];
     double median_s, min_s, max_s, samples_per_s, gflops, ratio_ref, arena_bytes;
@@ -149,6 +156,10 @@ typedef struct {
     double skipped_flops;    /* per step: GEMM FLOPs the operators left out (products with
                               * all-zero gradient rows, rows no loss reads; backend.h:
                               * skipped_flops); gflops counts the rest */
+    /* A data-parallel run (mpirun): per step, the gradient all-reduce's seconds and the MB each
+     * rank contributes; every rank's median step time (rank_median_s[r], 0 beyond ranks). */
+    double allreduce_s, allreduce_mb;
+    double rank_median_s[MPX_BENCH_MAX_RANKS];
 } mpx_bench_row;
 
 typedef enum {
@@ -169,6 +180,7 @@ typedef enum {
 typedef struct {
     int n;
     mpx_bench_row rows[8];
+    int ranks;                     /* data-parallel ranks (1: one process) */
     int batch;
     int64_t eval_examples;         /* what one evaluation of the config reads */
     double flops_per_step;
