@@ -14,7 +14,7 @@
 #include <mpi.h>
 #endif
 
-static int g_rank = 0, g_size = 1, g_joined = 0;
+static int g_rank = 0, g_size = 1, g_local = 0, g_joined = 0;
 static char g_library[160] = "off: built without MPI";
 
 #ifdef MPX_HAVE_MPI
@@ -63,6 +63,12 @@ mpx_status mpx_comm_init(int *argc, char ***argv) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_rank(node, &g_local);
+        MPI_Comm_free(&node);
+    }
     g_joined = 1;
     snprintf(g_library, sizeof g_library, "%s", version);
 #else
@@ -78,10 +84,12 @@ void mpx_comm_finalize(void) {
     g_joined = 0;
     g_rank = 0;
     g_size = 1;
+    g_local = 0;
 }
 
 int mpx_comm_rank(void) { return g_rank; }
 int mpx_comm_size(void) { return g_size; }
+int mpx_comm_local_rank(void) { return g_local; }
 const char *mpx_comm_library(void) { return g_library; }
 
 mpx_status mpx_comm_allreduce(void *buf, size_t n, mpx_comm_type type, mpx_comm_op op) {

@@ -206,6 +206,12 @@ static void cuda_scaled_sub(const mpx_backend *be, float *w, const float *u, siz
 /* ---- the table's entries that are functions of the operator files (cuda.h), with the backend
  * they belong to (state lives in those files today: the cuBLAS and cuDNN handles) ---- */
 
+static mpx_status cuda_allreduce_sum(const mpx_backend *be, float *x, size_t n,
+                                     float post_scale) {
+    (void)be;
+    return mpx_nccl_allreduce_sum(x, n, post_scale);
+}
+
 static int64_t cuda_host_waits(const mpx_backend *be) {
     (void)be;
     return mpx_cuda_host_waits();
@@ -527,6 +533,11 @@ static mpx_backend make_backend(void) {
     b.host_waits = cuda_host_waits;
     b.last_error = cuda_last_error;
     b.scratch_peak = cuda_scratch_peak;
+#ifdef MPX_HAVE_NCCL
+    b.allreduce_sum = cuda_allreduce_sum;
+#else
+    (void)cuda_allreduce_sum;
+#endif
     b.conv16_fallbacks = cuda_conv16_fallbacks;
     b.gemm_operands = cuda_gemm_operands;
     b.cast = cuda_cast;

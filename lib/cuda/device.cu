@@ -43,6 +43,16 @@ extern "C" int mpx_cuda_device_count(void) {
 
 extern "C" const char *mpx_cuda_last_error(void) { return g_last_error; }
 
+extern "C" mpx_status mpx_cuda_use_device(int device) {
+    cudaError_t err = cudaSetDevice(device);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return mpx_fail(MPX_ERR_BACKEND, "cannot use CUDA device %d: %s", device,
+                        cudaGetErrorString(err));
+    }
+    return MPX_OK;
+}
+
 extern "C" const char *mpx_cuda_device_name(int device) {
     static thread_local char name[256];
     cudaDeviceProp prop;

@@ -5,7 +5,8 @@
  * Each rank's loss is the mean over its slice of the global batch, so the global loss is the
  * mean of the ranks' losses and its gradient the mean of theirs: parameter gradients are
  * summed and divided by the number of ranks, after the backward pass (not overlapped with it),
- * one all-reduce per parameter on the CPU, one bucket from device memory. They are reduced as the executor keeps them, in
+ * one all-reduce per parameter on the CPU or over NCCL (the backend's allreduce_sum), else one
+ * bucket through host memory. They are reduced as the executor keeps them, in
  * FP32 and unscaled: a layer's weight gradient is unscaled by the scale it carried as it is
  * accumulated (graph_views.c: commit_param_grad), and under adaptive scaling every layer
  * carries its own, so the unscaled value is the one all methods share, and FP32 holds the sum
@@ -39,7 +40,10 @@ mpx_status dist_reduce_grads(mpx_graph *g) {
     size_t total = 0;
     for (int i = 0; i < g->n_params; i++) total += (size_t)g->params[i].numel;
     mpx_status st = MPX_OK;
-    if (g->be->device == MPX_DEV_CPU) {
+    if (g->be->allreduce_sum) { /* the devices' own links (CUDA: NCCL) */
+        for (int i = 0; i < g->n_params && st == MPX_OK; i++)
+            st = g->be->allreduce_sum(g->be, g->params[i].grad, (size_t)g->params[i].numel, inv);
+    } else if (g->be->device == MPX_DEV_CPU) {
         for (int i = 0; i < g->n_params && st == MPX_OK; i++) {
             float *p = g->params[i].grad;
             const size_t n = (size_t)g->params[i].numel;

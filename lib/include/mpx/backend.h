@@ -119,6 +119,12 @@ typedef struct mpx_backend {
      * done. NULL: never skips. */
     double (*skipped_flops)(const struct mpx_backend *be);
 
+    /* Optional: x[0..n) (backend memory) summed over the ranks of a data-parallel run (comm.h)
+     * and multiplied by post_scale, in place, over the devices' own links (CUDA: NCCL). NULL:
+     * the executor reduces through host memory with MPI. */
+    mpx_status (*allreduce_sum)(const struct mpx_backend *be, float *x, size_t n,
+                                float post_scale);
+
     /* numerics */
     void (*cast)(const struct mpx_backend *be, const mpx_cast_spec *spec, const float *src,
                  void *dst, size_t n);

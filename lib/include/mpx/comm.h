@@ -31,6 +31,8 @@ void mpx_comm_finalize(void);
 /* This process's rank and the number of ranks (0 and 1 when alone). */
 int mpx_comm_rank(void);
 int mpx_comm_size(void);
+/* This rank's index among the ranks on its machine (one GPU per process: its device). */
+int mpx_comm_local_rank(void);
 /* buf[0..n) reduced over the ranks with `op`, in place, the result on every rank. */
 mpx_status mpx_comm_allreduce(void *buf, size_t n, mpx_comm_type type, mpx_comm_op op);
 /* bytes at buf from rank `root` to every rank. */

@@ -172,6 +172,11 @@ mpx_status mpx_layernorm_backward_cuda(const mpx_tensor *dy, const mpx_tensor *x
                                        const mpx_tensor *gamma, const mpx_tensor *save_mean,
                                        const mpx_tensor *save_invstd, mpx_tensor *dx,
                                        mpx_tensor *dgamma, mpx_tensor *dbeta);
+/* Make `device` the current one for this process (before any allocation). */
+mpx_status mpx_cuda_use_device(int device);
+/* x[0..n) (device memory) summed over the ranks with NCCL and multiplied by post_scale, in
+ * place, on the current stream; MPX_ERR_UNSUPPORTED in a build without NCCL. */
+mpx_status mpx_nccl_allreduce_sum(float *x, size_t n, float post_scale);
 mpx_status mpx_l2norm_forward_cuda(float eps, const mpx_tensor *x, const mpx_tensor *gamma,
                                    mpx_tensor *save_inv, mpx_tensor *y);
 mpx_status mpx_l2norm_backward_cuda(const mpx_tensor *dy, const mpx_tensor *x,
