@@ -101,8 +101,23 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"train", "max_nonfinite", MPX_CFG_INT, "20", NULL, 1, 1e9,
      "stop after this many consecutive steps with a non-finite loss or gradient"},
     /* [precision] */
-    {"precision", "mode", MPX_CFG_ENUM, "fp32", "fp32|fp16|bf16|tf32", NR,
-     "storage format policy (tf32: FP32 storage, convolution and GEMM operands rounded to TF32)"},
+    {"precision", "mode", MPX_CFG_ENUM, "fp32", "fp32|fp16|bf16|tf32|fp8", NR,
+     "storage format policy (tf32: FP32 storage, convolution and GEMM operands rounded to TF32; "
+     "fp8: bf16 storage, GEMM operands quantized to FP8 under precision.fp8_recipe)"},
+    {"precision", "fp8_recipe", MPX_CFG_ENUM, "delayed", "delayed|current|mxfp8|als", NR,
+     "fp8: per-tensor scales from an amax history (Transformer Engine's delayed scaling), from "
+     "the tensor (current), 32-element E8M0 blocks (OCP MXFP8), or ALS's layer scales on the "
+     "gradients (inputs and weights current)"},
+    {"precision", "fp8_margin", MPX_CFG_INT, "0", NULL, 0, 32, "fp8: scale = max / amax / 2^margin"},
+    {"precision", "fp8_history", MPX_CFG_INT, "1024", NULL, 1, 1024,
+     "fp8 delayed: amax history length (TE's amax_history_len)"},
+    {"precision", "fp8_amax", MPX_CFG_ENUM, "max", "max|most_recent", NR,
+     "fp8 delayed: the history's largest amax or its newest (TE's amax_compute_algo)"},
+    {"precision", "fp8_pow2", MPX_CFG_BOOL, "false", NULL, NR,
+     "fp8: per-tensor scales rounded down to a power of two"},
+    {"precision", "mx_rule", MPX_CFG_ENUM, "floor", "floor|ceil", NR,
+     "mxfp8: block exponent floor(log2 amax) - emax (the OCP spec) or ceil(log2(amax / max)) "
+     "(cuBLAS, Transformer Engine)"},
     {"precision", "rounding", MPX_CFG_ENUM, "rne", "rne|stochastic", NR, "storage casts"},
     {"precision", "tensor_cores", MPX_CFG_BOOL, "true", NULL, NR,
      "fp16/bf16/tf32 on a GPU: convolutions and GEMMs on tensor cores, exact on their operands "
@@ -370,6 +385,27 @@ static mpx_status train_from(mpx_config *cfg, mpx_run_cfg *rc) {
     return MPX_OK;
 }
 
+/* fp8 mode's recipe; its keys are refused in other modes. */
+static mpx_status fp8_from(mpx_config *cfg, mpx_run_cfg *rc) {
+    static const char *const keys[] = {"precision.fp8_recipe", "precision.fp8_margin",
+                                       "precision.fp8_history", "precision.fp8_amax",
+                                       "precision.fp8_pow2",   "precision.mx_rule", NULL};
+    if (rc->precision.mode != MPX_MODE_FP8)
+        return any_set(cfg, keys, "precision.mode is not fp8");
+    mpx_fp8_cfg *f = &rc->precision.fp8;
+    const char *r = mpx_cfg_str(cfg, "precision.fp8_recipe");
+    f->recipe = strcmp(r, "current") == 0  ? MPX_FP8_CURRENT
+                : strcmp(r, "mxfp8") == 0 ? MPX_FP8_MXFP8
+                : strcmp(r, "als") == 0   ? MPX_FP8_ALS
+                                          : MPX_FP8_DELAYED;
+    f->margin = (int)mpx_cfg_int(cfg, "precision.fp8_margin");
+    f->history = (int)mpx_cfg_int(cfg, "precision.fp8_history");
+    f->most_recent = strcmp(mpx_cfg_str(cfg, "precision.fp8_amax"), "most_recent") == 0;
+    f->pow2 = mpx_cfg_bool(cfg, "precision.fp8_pow2");
+    f->mx_ceil = strcmp(mpx_cfg_str(cfg, "precision.mx_rule"), "ceil") == 0;
+    return MPX_OK;
+}
+
 /* The precision section: the policy, master weights, the loss-scaling method and which of its
  * keys apply. */
 static mpx_status precision_from(mpx_config *cfg, mpx_run_cfg *rc) {
@@ -378,6 +414,7 @@ static mpx_status precision_from(mpx_config *cfg, mpx_run_cfg *rc) {
                            mpx_cfg_str(cfg, "precision.rounding"), t->seed) != 0)
         return contradiction(cfg, "precision.mode", "unknown mode or rounding");
     rc->precision.tensor_cores = mpx_cfg_bool(cfg, "precision.tensor_cores");
+    MPX_TRY(fp8_from(cfg, rc));
     rc->precision.direct_io = mpx_cfg_bool(cfg, "precision.direct_io");
     const int masters = mpx_cfg_bool(cfg, "precision.master_weights");
     const int state16 = strcmp(mpx_cfg_str(cfg, "precision.optimizer_state"), "storage") == 0;
@@ -427,6 +464,11 @@ static mpx_status precision_from(mpx_config *cfg, mpx_run_cfg *rc) {
         MPX_TRY(any_set(cfg, loss_scale_key, "precision.scaling is none or dynamic"));
     if (s->method == MPX_SCALING_FIXED && !mpx_cfg_is_set(cfg, "precision.loss_scale"))
         return contradiction(cfg, "precision.scaling", "fixed scaling needs precision.loss_scale");
+    if (rc->precision.mode == MPX_MODE_FP8 && rc->precision.fp8.recipe == MPX_FP8_ALS &&
+        !mpx_scaling_is_layerwise(s->method))
+        return contradiction(cfg, "precision.fp8_recipe",
+                             "als needs precision.scaling = adaptive (its layer scales are the "
+                             "gradients' FP8 scales)");
     if (s->max_scale > 0 && s->min_scale > s->max_scale)
         return contradiction(cfg, "precision.min_scale", "exceeds precision.max_scale");
     return MPX_OK;

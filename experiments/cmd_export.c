@@ -20,6 +20,8 @@ static void help(void) {
            "  updates    per (stats step, layer): elements with a nonzero optimizer update, the\n"
            "             fraction of them that left the stored weight unchanged (lost) and the\n"
            "             mean |stored change - update| / |update|\n"
+           "  fp8        per (stats step, layer, operand x|w|dy): precision.mode = fp8's FP8 casts\n"
+           "             of the layer's GEMM operands: nonzero, flushed, saturated, the scale\n"
            "  hist       per (stats step, layer, tensor, bin): count and percent; bins are log2\n"
            "             binades k = [2^k, 2^(k+1)), k = -64..15, then zero, inf, nan\n"
            "  summary    one row: model dataset precision scaling seed steps final_loss eval_step\n"

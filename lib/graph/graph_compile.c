@@ -47,6 +47,13 @@ static int64_t node_scratch(const mpx_graph *g, const gnode *n) {
     if (n->is_gemm_layer && g->prec.low == MPX_F16) f += g->tensors[n->out].numel + 16;
     for (int i = 0; i < n->n_in; i++) f += 2 * g->tensors[n->in[i]].numel + 32;
     for (int i = 0; i < n->n_param; i++) f += 3 * g->params[n->param[i]].numel + 48;
+    if (g->prec.gemm_round == MPX_F8_E4M3 && op_is_gemm_family(n->op)) {
+        /* fp8: each operand quantized into FP32 scratch beside its FP8 codes (graph_fp8.c) */
+        int64_t ops = g->tensors[n->out].numel + 16;
+        for (int i = 0; i < n->n_in; i++) ops += g->tensors[n->in[i]].numel + 16;
+        for (int i = 0; i < n->n_param; i++) ops += g->params[n->param[i]].numel + 16;
+        f += 2 * ops;
+    }
     return f;
 }
 
@@ -506,6 +513,7 @@ mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *prec,
         g->compiled = 1;
         st = init_state(g, seed);
     }
+    if (st == MPX_OK) st = fp8_init(g);
     if (st != MPX_OK) {
         g->compiled = 0;
         g->status = st;
@@ -523,6 +531,7 @@ void mpx_graph_free(mpx_graph *g) {
             if (arenas[i]) g->be->free(g->be, arenas[i]);
     }
     for (int i = 0; i < g->n_nodes; i++) free(g->nodes[i].aux_init);
+    fp8_free(g);
     free(g->host_stats);
     free(g->moments_due);
     free(g->host_status);

@@ -539,6 +539,7 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
         st = backward_pass(g, &p);
     }
     g->pass = NULL;
+    if (st == MPX_OK) st = fp8_pass_end(g);
     if (nonfinite) *nonfinite = st == MPX_OK ? (int64_t)g->host_status->nonfinite : 0;
     return st;
 }

@@ -161,6 +161,7 @@ typedef struct {
     int64_t fan_in;
     node_plan plan;          /* compile */
     node_scaling sc;         /* adaptive scaling, carried across steps */
+    struct node_fp8 *fp8;    /* fp8 mode, GEMM family: the scaling state (graph_fp8.c) */
     node_profile prof;
 } gnode;
 
@@ -252,6 +253,12 @@ mpx_status dist_check_factors(const mpx_graph *g);
 mpx_status dist_bn_reduce(void *ctx, double *totals, float *shift, int64_t c, int64_t m);
 /* Sets a's reducer when the graph synchronises batch-norm over more than one rank. */
 mpx_status dist_bn_attr(const mpx_graph *g, mpx_batchnorm_attr *a);
+
+/* fp8 mode (graph_fp8.c): the GEMM nodes' scaling state made at compile, freed with the graph;
+ * the end of a backward pass (delayed scaling's amax histories). */
+mpx_status fp8_init(mpx_graph *g);
+void fp8_free(mpx_graph *g);
+mpx_status fp8_pass_end(mpx_graph *g);
 
 /* Builder helpers (graph_build.c). */
 int graph_fail(mpx_graph *g, mpx_status st);

@@ -16,10 +16,11 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
 }
 
 /* *v for a GEMM-family operand: a copy in *copy, rounded as gemm_operand rounds (NULL stays). */
-static mpx_status gemm_input(mpx_graph *g, const mpx_tensor **v, mpx_tensor *copy) {
+static mpx_status gemm_input(mpx_graph *g, gnode *n, int slot, const mpx_tensor **v,
+                             mpx_tensor *copy) {
     if (!*v) return MPX_OK;
     *copy = **v;
-    MPX_TRY(gemm_operand(g, copy));
+    MPX_TRY(gemm_operand(g, n, slot, copy));
     *v = copy;
     return MPX_OK;
 }
@@ -31,9 +32,9 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     if (!r->backward) return MPX_OK;
     mpx_tensor dy_g, dyd_g, w0_g;
     if (r->cls == MPX_OPC_GEMM) {
-        MPX_TRY(gemm_input(g, &dy, &dy_g));
-        MPX_TRY(gemm_input(g, &dy_data, &dyd_g));
-        MPX_TRY(gemm_input(g, &w0, &w0_g));
+        MPX_TRY(gemm_input(g, n, MPX_FP8_DY, &dy, &dy_g));
+        MPX_TRY(gemm_input(g, n, MPX_FP8_DY, &dy_data, &dyd_g));
+        MPX_TRY(gemm_input(g, n, MPX_FP8_W, &w0, &w0_g));
     }
     return r->backward(g, n, dy, dy_data ? dy_data : dy, w0);
 }

@@ -71,13 +71,15 @@ mpx_status move_all(const mpx_graph *g, const mpx_tensor *dst, const mpx_tensor 
 
 /* What tensor cores read of FP32 data, done here with the one cast so that every backend
  * multiplies the same values (a device then runs its TF32 units on them exactly). */
-mpx_status gemm_operand(mpx_graph *g, mpx_tensor *v) {
+mpx_status gemm_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
+    if (g->prec.gemm_round == MPX_F8_E4M3) return fp8_operand(g, n, slot, v);
+    (void)n, (void)slot;
     if (g->prec.gemm_round != MPX_TF32 || !v->data || v->dtype != MPX_F32) return MPX_OK;
-    const int64_t n = mpx_tensor_numel(v);
-    float *f = scratch_take(g, n);
+    const int64_t count = mpx_tensor_numel(v);
+    float *f = scratch_take(g, count);
     if (!f) return mpx_fail(MPX_ERR_INTERNAL, "scratch plan too small for a TF32 operand");
     mpx_cast_spec c = mpx_cast_plain(MPX_TF32);
-    g->be->cast(g->be, &c, v->data, f, (size_t)n);
+    g->be->cast(g->be, &c, v->data, f, (size_t)count);
     v->data = f;
     return MPX_OK;
 }

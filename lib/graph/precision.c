@@ -19,6 +19,12 @@ int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *roun
         p->mode = MPX_MODE_BF16;
         p->low = MPX_BF16;
         p->stats_format = MPX_BF16;
+    } else if (strcmp(mode_name, "fp8") == 0) {
+        p->mode = MPX_MODE_FP8;
+        p->low = MPX_BF16;
+        p->stats_format = MPX_BF16;
+        p->gemm_round = MPX_F8_E4M3;
+        p->fp8.history = 1024;
     } else if (strcmp(mode_name, "tf32") == 0) {
         p->mode = MPX_MODE_TF32;
         p->low = MPX_F32;
@@ -69,6 +75,7 @@ const char *mpx_precision_mode_name(mpx_precision_mode m) {
     case MPX_MODE_FP16: return "fp16";
     case MPX_MODE_BF16: return "bf16";
     case MPX_MODE_TF32: return "tf32";
+    case MPX_MODE_FP8: return "fp8";
     }
     return "?";
 }

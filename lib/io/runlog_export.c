@@ -168,7 +168,8 @@ static mpx_status load_layers(reader *rd) {
 
 /* Members a run file may lack: written since the lost-update statistics (a file from before
  * them exports everything else). */
-static int optional_member(int i) { return i >= RL_ST_UPDATE_NONZERO && i <= RL_ST_UPDATE_ERROR; }
+/* Members that run files written before them lack: the update and FP8 statistics. */
+static int optional_member(int i) { return i >= RL_ST_UPDATE_NONZERO && i <= RL_ST_FP8_LAST; }
 
 /* Open every /stats member (but a missing optional one) and read /stats/step. */
 static mpx_status open_stats(reader *rd) {
@@ -395,6 +396,31 @@ static mpx_status export_updates(reader *rd, int64_t l0, int64_t l1, int64_t k0,
     return st;
 }
 
+/* What fp8 mode's operand casts did per layer (stats.h: fp8, fp8_scale): for its input, weight
+ * and output gradient, the nonzero, flushed and saturated counts and the scale. */
+static mpx_status export_fp8(reader *rd, int64_t l0, int64_t l1, int64_t k0, int64_t k1,
+                             FILE *out) {
+    enum { FIRST = RL_ST_FP8_FIRST, LAST = RL_ST_FP8_LAST, N = LAST - FIRST + 1 };
+    if (rd->stats[FIRST] < 0)
+        return mpx_fail(MPX_ERR_INPUT, "%s has no FP8 statistics (%s): it was written by an mpx "
+                        "from before them", rd->where, rl_stats[FIRST].path);
+    void *b[N] = {0};
+    mpx_status st = alloc_stats_rows(rd, FIRST, LAST, b);
+    static const char *const op[3] = {"x", "w", "dy"};
+    if (st == MPX_OK) fputs("step\tlayer\tname\tkind\toperand\tnonzero\tflushed\tsaturated\tscale\n", out);
+    for (int64_t k = k0; st == MPX_OK && k < k1; k++) {
+        if ((st = read_stats_row(rd, FIRST, LAST, k, b)) != MPX_OK) break;
+        for (int64_t l = l0; l < l1; l++)
+            for (int o = 0; o < 3; o++)
+                fprintf(out, "%" PRId64 "\t%" PRId64 "\t%s\t%s\t%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
+                        "\t%.9g\n", rd->steps[k], l, rd->names[l], rd->kinds[l], op[o],
+                        ((uint64_t *)b[4 * o])[l], ((uint64_t *)b[4 * o + 1])[l],
+                        ((uint64_t *)b[4 * o + 2])[l], ((double *)b[4 * o + 3])[l]);
+    }
+    for (int i = 0; i < N; i++) free(b[i]);
+    return st;
+}
+
 static void print_hist(FILE *out, int64_t step, const char *layer, const char *name,
                        const char *tensor, const uint64_t *h) {
     uint64_t total = 0;
@@ -506,7 +532,7 @@ static mpx_status check_opts(const char *what, const mpx_export_opts *o, int lay
     if (o->step >= 0 && !step_ok)
         return mpx_fail(MPX_ERR_INPUT,
                         "export '%s' is not per statistics step: --step does not "
-                        "apply (it selects a step of hist, underflow, scale or updates)",
+                        "apply (it selects a step of hist, underflow, scale, updates or fp8)",
                         what);
     if (o->pooled && !pooled_ok)
         return mpx_fail(MPX_ERR_INPUT, "export '%s': pooling applies to hist only", what);
@@ -515,8 +541,8 @@ static mpx_status check_opts(const char *what, const mpx_export_opts *o, int lay
 
 static int known_export(const char *what) {
     static const char *const names[] = {"train", "eval",    "layers", "hist",
-                                        "underflow", "scale", "updates", "summary"};
-    for (int i = 0; i < 8; i++)
+                                        "underflow", "scale", "updates", "summary", "fp8"};
+    for (int i = 0; i < 9; i++)
         if (strcmp(what, names[i]) == 0) return 1;
     return 0;
 }
@@ -550,6 +576,7 @@ static mpx_status export_any(reader *rd, const char *what, const mpx_export_opts
     if (hist) return export_hist(rd, l0, l1, k0, k1, o->pooled, out);
     if (strcmp(what, "underflow") == 0) return export_underflow(rd, l0, l1, k0, k1, out);
     if (strcmp(what, "updates") == 0) return export_updates(rd, l0, l1, k0, k1, out);
+    if (strcmp(what, "fp8") == 0) return export_fp8(rd, l0, l1, k0, k1, out);
     return export_scale(rd, l0, l1, k0, k1, out);
 }
 

@@ -66,6 +66,7 @@ enum {
     RL_ST_G_MEAN, RL_ST_G_STD, RL_ST_G_MIN, RL_ST_G_MAX,
     RL_ST_W_MEAN, RL_ST_W_STD, RL_ST_W_MIN, RL_ST_W_MAX,
     RL_ST_UPDATE_NONZERO, RL_ST_UPDATE_LOST, RL_ST_UPDATE_ERROR,
+    RL_ST_FP8_FIRST, RL_ST_FP8_LAST = RL_ST_FP8_FIRST + 11,
     RL_ST_STEP, RL_N_STATS
 };
 static const rl_dset rl_stats[RL_N_STATS] = {
@@ -96,6 +97,13 @@ static const rl_dset rl_stats[RL_N_STATS] = {
     {"/stats/update_nonzero", RL_U64, 2, 16, RL_LAYER(update_nonzero)},
     {"/stats/update_lost", RL_F64, 2, 16, RL_LAYER(update_lost)},
     {"/stats/update_error", RL_F64, 2, 16, RL_LAYER(update_error)},
+#define RL_FP8(k, name)                                                                            \
+    {"/stats/fp8_" name "_nonzero", RL_U64, 2, 16, RL_LAYER(fp8[k].nonzero)},                      \
+    {"/stats/fp8_" name "_flushed", RL_U64, 2, 16, RL_LAYER(fp8[k].flushed)},                      \
+    {"/stats/fp8_" name "_overflow", RL_U64, 2, 16, RL_LAYER(fp8[k].overflow)},                    \
+    {"/stats/fp8_" name "_scale", RL_F64, 2, 16, RL_LAYER(fp8_scale[k])}
+    RL_FP8(MPX_FP8_X, "x"), RL_FP8(MPX_FP8_W, "w"), RL_FP8(MPX_FP8_DY, "dy"),
+#undef RL_FP8
     {"/stats/step", RL_I64, 1, 64, RL_SRC_STEP, 0},
 };
 #undef RL_CAST

@@ -36,8 +36,8 @@ printf '[model]\narch = resnet50\n[train]\nstepz = 3\n' > unknown.cfg
 expect "unknown key" "unknown.cfg.*stepz" "$MPX" train unknown.cfg
 printf '[train]\nsteps = -4\n' > range.cfg
 expect "value out of range" "range.cfg.*steps" "$MPX" train range.cfg
-printf '[precision]\nmode = fp8\n' > enum.cfg
-expect "unknown value" "enum.cfg.*mode.*fp8" "$MPX" train enum.cfg
+printf '[precision]\nmode = fp4\n' > enum.cfg
+expect "unknown value" "enum.cfg.*mode.*fp4" "$MPX" train enum.cfg
 printf '[precision]\nmode = fp16\nscaling = dynamic\nloss_scale = 128\n' > contra.cfg
 expect "contradiction" "loss_scale" "$MPX" train contra.cfg
 printf 'this is not ini\n' > junk.cfg

@@ -41,13 +41,16 @@ datasets="/train/step /train/loss /train/lr /train/loss_scale /train/skipped /tr
  /stats/act_grad_nonfinite /stats/weight_grad_nonzero /stats/weight_grad_flushed
  /stats/weight_grad_below_min /stats/weight_grad_subnormal /stats/weight_grad_overflow
  /stats/weight_grad_nonfinite /stats/scale /stats/layer_scale /stats/g_mean /stats/g_std /stats/g_min
- /stats/g_max /stats/w_mean /stats/w_std /stats/w_min /stats/w_max"
+ /stats/g_max /stats/w_mean /stats/w_std /stats/w_min /stats/w_max /stats/fp8_x_flushed
+ /stats/fp8_w_overflow /stats/fp8_dy_nonzero /stats/fp8_dy_scale"
 attrs="mpx_version git_commit created_utc config model dataset precision scaling seed device threads"
 
 for variant in "fp32 none" "fp16 none" "fp16 fixed precision.loss_scale=1024" "fp16 dynamic" \
-               "fp16 adaptive" "fp16 adaptive-quantile" "bf16 none"; do
+               "fp16 adaptive" "fp16 adaptive-quantile" "bf16 none" "fp8 none" \
+               "fp8 none precision.fp8_recipe=current" "fp8 none precision.fp8_recipe=mxfp8" \
+               "fp8 adaptive precision.fp8_recipe=als"; do
   set -- $variant
-  run="$tmp/$1-$2.h5"
+  run="$tmp/$1-$2${3:+-${3##*=}}.h5"
   "$MPX" train "$tmp/base.cfg" precision.mode=$1 precision.scaling=$2 ${3:-} --out "$run" >"$tmp/log" 2>&1
   check "[ $? -eq 0 ]" "$variant: mpx train failed: $(tail -2 "$tmp/log")"
   h5dump -H "$run" > "$tmp/layout" 2>&1

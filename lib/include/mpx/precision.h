@@ -25,7 +25,35 @@ extern "C" {
 /* tf32: FP32 storage everywhere, with the operands of every convolution, linear layer and batched
  * matmul rounded to TF32 (RNE) and FP32 accumulation: what FP32 training on tensor cores
  * computes (A100/H100 "TF32 mode"). */
-typedef enum { MPX_MODE_FP32 = 0, MPX_MODE_FP16, MPX_MODE_BF16, MPX_MODE_TF32 } mpx_precision_mode;
+/* fp8: bf16's storage, with the operands of every convolution, linear layer and batched matmul
+ * quantized to FP8 as they are read (E4M3 inputs and weights, E5M2 output gradients: the hybrid
+ * format of Transformer Engine) under one of the recipes of mpx_fp8_cfg; FP32 accumulation. */
+typedef enum {
+    MPX_MODE_FP32 = 0,
+    MPX_MODE_FP16,
+    MPX_MODE_BF16,
+    MPX_MODE_TF32,
+    MPX_MODE_FP8
+} mpx_precision_mode;
+
+/* How fp8 mode scales the GEMM operands it quantizes (fp8.h has the rules):
+ *   delayed  per-tensor scales from the amax history of the last `history` steps (Transformer
+ *            Engine's DelayedScaling; max or most recent), updated after every step;
+ *   current  per-tensor scales from the tensor's own amax (TE's Float8CurrentScaling);
+ *   mxfp8    32-element blocks along each operand's rows with E8M0 scales (OCP MX; no tensor
+ *            scale), `mx_rule` floor (the spec) or ceil (cuBLAS, TE);
+ *   als      inputs and weights as `current`; output gradients cast with no scale of their own:
+ *            the adaptive loss scale the 2019 rule gives each layer (precision.scaling =
+ *            adaptive, with E5M2's u_min 2^-16 and u_max 57344) is their scale. */
+typedef enum { MPX_FP8_DELAYED = 0, MPX_FP8_CURRENT, MPX_FP8_MXFP8, MPX_FP8_ALS } mpx_fp8_recipe;
+typedef struct {
+    mpx_fp8_recipe recipe;
+    int margin;      /* scale = max / amax / 2^margin */
+    int history;     /* delayed: amax history length (TE: amax_history_len) */
+    int most_recent; /* delayed: 1 the newest amax, 0 the history's maximum (TE: amax_compute_algo) */
+    int pow2;        /* per-tensor scales rounded down to a power of two */
+    int mx_ceil;     /* mxfp8: 1 the round-up scale rule, 0 the OCP floor rule */
+} mpx_fp8_cfg;
 
 typedef enum {
     MPX_ROLE_ACTIVATION,  /* op outputs in the forward pass */
@@ -63,9 +91,10 @@ typedef struct {
                                  recipe; 1 after mpx_precision_init); 0: the optimizer updates
                                  the stored weights, w <- round(w - lr u) under `rounding` */
     int state_in_storage;     /* 1: optimizer state rounded into `low` after every update; 0 */
+    mpx_fp8_cfg fp8;          /* fp8 mode: the recipe (gemm_round is F8_E4M3 then) */
 } mpx_precision;
 
-/* mode_name: "fp32" | "fp16" | "bf16" | "tf32"; rounding_name: "rne" | "stochastic". */
+/* mode_name: "fp32" | "fp16" | "bf16" | "tf32" | "fp8"; rounding_name: "rne" | "stochastic". */
 int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *rounding_name,
                        uint64_t seed);
 /* The master-weights ablation: whether low-precision parameters keep FP32 masters, and whether

@@ -18,7 +18,12 @@
  *           by the optimizer after the step (optim.h: mpx_optimizer_watched): of the elements
  *           with a nonzero update d (w <- w - d), the fraction that kept their stored value
  *           (lost), and the mean of |stored change + d| / |d| over them (0: every update
- *           landed exactly).
+ *           landed exactly);
+ *   fp8[k], fp8_scale[k] — precision.mode = fp8 (fp8.h): what the FP8 cast of the layer's GEMM
+ *           operands did (k = MPX_FP8_X, MPX_FP8_W: its input and weight, E4M3; MPX_FP8_DY: its
+ *           output gradient, E5M2), counted on their values times the scale, as the backward
+ *           pass cast them, and the per-tensor scale used (MXFP8: 2^-e for e the midpoint of
+ *           the range of its block exponents); zeros in other modes.
  */
 #ifndef MPX_STATS_H
 #define MPX_STATS_H
@@ -36,7 +41,11 @@ typedef struct {
     float w_mean, w_std, w_min, w_max;
     uint64_t update_nonzero;          /* elements with a nonzero update */
     double update_lost, update_error; /* fraction of those lost; mean relative error */
+    mpx_cast_stats fp8[3];            /* MPX_FP8_X, MPX_FP8_W, MPX_FP8_DY */
+    double fp8_scale[3];
 } mpx_layer_stats;
+
+enum { MPX_FP8_X = 0, MPX_FP8_W, MPX_FP8_DY };
 
 /* Underflow rate = flushed / nonzero (0 when there is nothing nonzero). */
 static inline double mpx_underflow_rate(const mpx_cast_stats *s) {

@@ -1,0 +1,124 @@
+/* graph_fp8.c — fp8 mode's GEMM operands (precision.h: mpx_fp8_cfg; the rules in fp8.h).
+ *
+ * Every operand a convolution, linear layer or batched matmul reads — its input and weight (E4M3)
+ * in the forward pass and in the backward passes that read them again, its output gradient
+ * (E5M2) in the backward passes — is quantized as it is read: cast into FP8 with the recipe's
+ * scale by the one counted cast, decoded and divided by the scale into FP32 scratch, which the
+ * FP32 operator then multiplies; casts saturate as Transformer Engine's do (products of FP8
+ * values are exact in FP32; Transformer Engine
+ * applies the inverse scales to the FP32 accumulator instead, a difference of one FP32 rounding
+ * per element, none with power-of-two scales). MXFP8 blocks run along each operand's rows, the
+ * reduction dimension of the forward and data-gradient GEMMs (for the weight gradient, where
+ * the reduction runs over positions, Transformer Engine re-blocks the transposed operand; here
+ * the row blocks are kept: a documented deviation). Statistics steps count each cast into the
+ * layer's row (stats.h: fp8, fp8_scale); delayed scaling notes each operand's amax during the
+ * backward pass and pushes it into the node's history when the pass ends. CPU backend.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph_ops.h"
+#include "mpx/comm.h"
+#include "mpx/fp8.h"
+
+struct node_fp8 {
+    mpx_fp8_history hist[3];
+    float amax[3]; /* this pass's largest amax per operand */
+    int seen[3];
+};
+
+mpx_status fp8_init(mpx_graph *g) {
+    if (g->prec.gemm_round != MPX_F8_E4M3) return MPX_OK;
+    if (g->be->device != MPX_DEV_CPU)
+        return mpx_fail(MPX_ERR_UNSUPPORTED, "precision.mode = fp8 runs on the CPU backend only "
+                                             "(no CUDA FP8 casts yet)");
+    for (int i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (!op_is_gemm_family(n->op)) continue;
+        n->fp8 = calloc(1, sizeof *n->fp8);
+        if (!n->fp8) return mpx_fail(MPX_ERR_NOMEM, "out of memory for FP8 scaling state");
+        for (int k = 0; k < 3; k++)
+            mpx_fp8_history_init(&n->fp8->hist[k], g->prec.fp8.history, g->prec.fp8.most_recent);
+    }
+    return MPX_OK;
+}
+
+void fp8_free(mpx_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        free(g->nodes[i].fp8);
+        g->nodes[i].fp8 = NULL;
+    }
+}
+
+/* The end of a backward pass: delayed scaling's histories take this pass's amaxes — the largest
+ * over the ranks of a data-parallel run, so that every rank keeps the same scales (Transformer
+ * Engine's amax reduction over the data-parallel group). */
+mpx_status fp8_pass_end(mpx_graph *g) {
+    const mpx_fp8_cfg *c = &g->prec.fp8;
+    if (g->prec.gemm_round != MPX_F8_E4M3 || c->recipe != MPX_FP8_DELAYED) return MPX_OK;
+    float *a = malloc((size_t)(3 * g->n_nodes + 1) * sizeof *a);
+    if (!a) return mpx_fail(MPX_ERR_NOMEM, "out of memory for the FP8 amaxes");
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < 3; k++)
+            a[3 * i + k] = g->nodes[i].fp8 && g->nodes[i].fp8->seen[k] ? g->nodes[i].fp8->amax[k] : -1;
+    mpx_status st = mpx_comm_allreduce(a, (size_t)(3 * g->n_nodes), MPX_COMM_F32, MPX_COMM_MAX);
+    for (int i = 0; st == MPX_OK && i < g->n_nodes; i++) {
+        struct node_fp8 *s = g->nodes[i].fp8;
+        if (!s) continue;
+        for (int k = 0; k < 3; k++) {
+            if (a[3 * i + k] >= 0 || isnan(a[3 * i + k]))
+                mpx_fp8_history_push(&s->hist[k], k == MPX_FP8_DY ? MPX_F8_E5M2 : MPX_F8_E4M3,
+                                     a[3 * i + k], c->margin, c->pow2);
+            s->seen[k] = 0;
+            s->amax[k] = 0;
+        }
+    }
+    free(a);
+    return st;
+}
+
+/* The per-tensor scale of operand `slot` of n for this cast. */
+static float tensor_scale(mpx_graph *g, gnode *n, int slot, mpx_dtype fmt, float amax) {
+    const mpx_fp8_cfg *c = &g->prec.fp8;
+    switch (c->recipe) {
+    case MPX_FP8_DELAYED: return (float)n->fp8->hist[slot].scale;
+    case MPX_FP8_ALS: /* output gradients: the layer's adaptive loss scale is their scale */
+        if (slot == MPX_FP8_DY) return 1.0f;
+        return (float)mpx_fp8_scale(fmt, amax, c->margin, c->pow2, 1.0);
+    default: return (float)mpx_fp8_scale(fmt, amax, c->margin, c->pow2, 1.0);
+    }
+}
+
+mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
+    if (!v->data) return MPX_OK;
+    if (!n->fp8) return mpx_fail(MPX_ERR_INTERNAL, "fp8 operand of '%s' without its state", n->name);
+    const mpx_fp8_cfg *c = &g->prec.fp8;
+    const mpx_dtype fmt = slot == MPX_FP8_DY ? MPX_F8_E5M2 : MPX_F8_E4M3;
+    const int64_t count = mpx_tensor_numel(v);
+    float *f = scratch_take(g, count);
+    if (!f) return scratch_fail(g, "an FP8 operand");
+    g->be->decode(g->be, v->dtype, v->data, f, (size_t)count); /* F32: a copy */
+    mpx_layer_stats *ls =
+        g->pass && g->pass->bw->stats && n->layer >= 0 ? &g->pass->bw->stats[n->layer] : NULL;
+    mpx_cast_stats *st = ls ? &ls->fp8[slot] : NULL;
+    if (c->recipe == MPX_FP8_MXFP8) {
+        mpx_mx_scales sc;
+        mpx_mx_quantize(fmt, c->mx_ceil ? MPX_MX_CEIL : MPX_MX_FLOOR, f, f, (size_t)count,
+                        (size_t)v->shape[v->ndim - 1], st, &sc);
+        if (ls) ls->fp8_scale[slot] = ldexp(1.0, -(sc.min_exp + sc.max_exp) / 2);
+    } else {
+        const float amax = g->be->absmax(g->be, f, (size_t)count);
+        if (g->pass) { /* delayed scaling's history: the training passes' amaxes */
+            struct node_fp8 *s = n->fp8;
+            if (!s->seen[slot] || !(amax <= s->amax[slot])) s->amax[slot] = amax;
+            s->seen[slot] = 1;
+        }
+        const float scale = tensor_scale(g, n, slot, fmt, amax);
+        mpx_fp8_quantize(fmt, scale, f, f, (size_t)count, st);
+        if (ls) ls->fp8_scale[slot] = scale;
+    }
+    v->data = f;
+    v->dtype = MPX_F32;
+    return MPX_OK;
+}

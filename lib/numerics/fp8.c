@@ -1,0 +1,239 @@
+/* fp8.c — FP8 per-tensor scales and MX block quantization (fp8.h). Host code, exact: scales are
+ * computed in double from FP32 amaxes, MX exponents from the amax's binary exponent, and the
+ * element casts go through mpx_cast (counted when asked), so the FP8 values are those of the one
+ * cast routine.
+ */
+#include "mpx/fp8.h"
+
+#include <math.h>
+#include <string.h>
+
+/* max(a, b), NaN when either is (a NaN amax makes a non-finite scale: kept or a NaN block). */
+static inline float max_nan(float a, float b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+
+static double format_max(mpx_dtype fmt) {
+    const mpx_format_info *f = mpx_format(fmt);
+    return f ? f->max : 1.0;
+}
+
+size_t mpx_fp8_saturate(mpx_dtype fmt, float *x, size_t n) {
+    if (fmt != MPX_F8_E5M2) return 0;
+    const float max = 57344.0f, inf_from = 61440.0f; /* RNE reaches Inf from 61440 on */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        if (a >= inf_from && a < INFINITY) {
+            x[i] = copysignf(max, x[i]);
+            k++;
+        }
+    }
+    return k;
+}
+
+enum { QCHUNK = 4096 };
+
+static inline uint32_t f2u(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static inline float u2f(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* The FP8 value nearest x under RNE, saturating at +-max (x finite): the value mpx_cast and
+ * mpx_decode give after mpx_fp8_saturate, by arithmetic instead of codes. Below the smallest
+ * normal the grid is the subnormal quantum q, and t + 2^23 - 2^23 rounds t = |x| / q (< 2^23)
+ * to an integer to nearest even; above it, the FP32 significand is rounded to `mbits` bits. */
+static inline float fp8_nearest(float x, int mbits, float min_normal, float q, float max) {
+    const float a = fabsf(x);
+    float r;
+    if (a < min_normal) {
+        r = ((a / q + 8388608.0f) - 8388608.0f) * q;
+    } else {
+        const int sh = 23 - mbits;
+        uint32_t u = f2u(a);
+        u += (1u << (sh - 1)) - 1 + ((u >> sh) & 1u);
+        r = u2f(u & ~((1u << sh) - 1u));
+    }
+    return copysignf(r < max ? r : max, x);
+}
+
+/* mpx_fp8_quantize of m elements without counting (no codes). Non-finite x: E4M3 has no Inf
+ * (an infinite x reads back as NaN, as the cast maps it), E5M2 keeps it. */
+static void quantize_fast(mpx_dtype fmt, float scale, const float *src, float *dst, size_t m) {
+    const int e5 = fmt == MPX_F8_E5M2;
+    const int mbits = e5 ? 2 : 3;
+    const float min_normal = e5 ? 0x1p-14f : 0x1p-6f, q = e5 ? 0x1p-16f : 0x1p-9f;
+    const float max = e5 ? 57344.0f : 448.0f;
+    for (size_t i = 0; i < m; i++) {
+        const float v = src[i] * scale;
+        const float r = fp8_nearest(v, mbits, min_normal, q, max);
+        dst[i] = (isfinite(v) ? r : e5 || isnan(v) ? v : NAN) / scale;
+    }
+}
+
+/* One chunk of mpx_fp8_quantize, with its own counts. */
+static void quantize_chunk(mpx_dtype fmt, float scale, const float *src, float *dst, size_t m,
+                           mpx_cast_stats *st) {
+    if (!st) {
+        quantize_fast(fmt, scale, src, dst, m);
+        return;
+    }
+    float tmp[QCHUNK];
+    uint8_t codes[QCHUNK];
+    for (size_t i = 0; i < m; i++) tmp[i] = src[i] * scale; /* the cast's own product */
+    const size_t clamped = mpx_fp8_saturate(fmt, tmp, m);
+    if (st) st->overflow += clamped;
+    mpx_cast_spec spec = mpx_cast_plain(fmt);
+    spec.stats = st;
+    mpx_cast(&spec, tmp, codes, m);
+    mpx_decode(fmt, codes, tmp, m);
+    for (size_t i = 0; i < m; i++) dst[i] = tmp[i] / scale;
+}
+
+void mpx_fp8_quantize(mpx_dtype fmt, float scale, const float *src, float *dst, size_t n,
+                      mpx_cast_stats *stats) {
+    const long chunks = (long)((n + QCHUNK - 1) / QCHUNK);
+#pragma omp parallel if (n >= 4 * QCHUNK)
+    {
+        mpx_cast_stats local;
+        memset(&local, 0, sizeof local);
+#pragma omp for schedule(static)
+        for (long c = 0; c < chunks; c++) {
+            const size_t i0 = (size_t)c * QCHUNK, m = n - i0 < QCHUNK ? n - i0 : QCHUNK;
+            quantize_chunk(fmt, scale, src + i0, dst + i0, m, stats ? &local : NULL);
+        }
+        if (stats)
+#pragma omp critical(mpx_fp8_stats)
+            mpx_cast_stats_add(stats, &local);
+    }
+}
+
+double mpx_fp8_scale(mpx_dtype fmt, float amax, int margin, int pow2, double prev) {
+    if (!(amax > 0) || !isfinite(amax)) return prev;
+    double s = format_max(fmt) / (double)amax / ldexp(1.0, margin);
+    if (pow2) {
+        int e;
+        const double m = frexp(s, &e); /* s = m 2^e, m in [0.5, 1) */
+        s = ldexp(1.0, m == 0.5 ? e - 1 : e - 1);
+    }
+    return s;
+}
+
+void mpx_fp8_history_init(mpx_fp8_history *h, int len, int most_recent) {
+    memset(h, 0, sizeof *h);
+    h->len = len < 1 ? 1 : len > MPX_FP8_HISTORY_MAX ? MPX_FP8_HISTORY_MAX : len;
+    h->most_recent = most_recent;
+    h->scale = 1.0;
+}
+
+void mpx_fp8_history_push(mpx_fp8_history *h, mpx_dtype fmt, float amax, int margin, int pow2) {
+    h->amax[h->pos] = amax;
+    h->pos = (h->pos + 1) % h->len;
+    if (h->filled < h->len) h->filled++;
+    float a = amax;
+    if (!h->most_recent)
+        for (int i = 0; i < h->filled; i++) a = max_nan(a, h->amax[i]);
+    h->scale = mpx_fp8_scale(fmt, a, margin, pow2, h->scale);
+}
+
+/* floor(log2 x) for a finite x > 0, exactly. */
+static int floor_log2(double x) {
+    int e;
+    frexp(x, &e); /* x = m 2^e, m in [0.5, 1) */
+    return e - 1;
+}
+
+int mpx_mx_exponent(mpx_dtype fmt, mpx_mx_rule rule, float amax) {
+    if (!isfinite(amax)) return MPX_MX_NAN_EXP;
+    if (!(amax > 0)) return -127;
+    int e;
+    if (rule == MPX_MX_FLOOR) {
+        e = floor_log2(amax) - floor_log2(format_max(fmt)); /* emax: 8 (E4M3), 15 (E5M2) */
+    } else {
+        const double r = (double)amax / format_max(fmt); /* exact enough: only its binade */
+        e = floor_log2(r);
+        if (ldexp(1.0, e) < r) e++; /* ceil(log2 r) */
+    }
+    return e < -127 ? -127 : e > 127 ? 127 : e;
+}
+
+/* One run of len <= QCHUNK elements of a row (its blocks start at src), with its own counts. */
+static void mx_chunk(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *dst, size_t len,
+                     mpx_cast_stats *stats, mpx_mx_scales *s) {
+    float tmp[QCHUNK];
+    uint8_t codes[QCHUNK];
+    int exps[QCHUNK / MPX_MX_BLOCK + 1];
+    int nb = 0;
+    for (size_t b0 = 0; b0 < len; b0 += MPX_MX_BLOCK, nb++) {
+        const size_t b1 = b0 + MPX_MX_BLOCK < len ? b0 + MPX_MX_BLOCK : len;
+        float amax = 0;
+        for (size_t i = b0; i < b1; i++) amax = max_nan(amax, fabsf(src[i]));
+        const int e = mpx_mx_exponent(fmt, rule, isnan(amax) ? INFINITY : amax);
+        exps[nb] = e;
+        s->blocks++;
+        if (e == MPX_MX_NAN_EXP) {
+            s->nan_blocks++;
+        } else if (amax == 0) {
+            s->zero_blocks++;
+        } else {
+            if (e < s->min_exp) s->min_exp = e;
+            if (e > s->max_exp) s->max_exp = e;
+        }
+        const float down = e == MPX_MX_NAN_EXP ? 1.0f : ldexpf(1.0f, -e);
+        for (size_t i = b0; i < b1; i++) tmp[i] = src[i] * down; /* exact */
+    }
+    if (stats) {
+        stats->overflow += mpx_fp8_saturate(fmt, tmp, len);
+        mpx_cast_spec spec = mpx_cast_plain(fmt);
+        spec.stats = stats;
+        mpx_cast(&spec, tmp, codes, len);
+        mpx_decode(fmt, codes, tmp, len);
+    } else {
+        quantize_fast(fmt, 1.0f, tmp, tmp, len);
+    }
+    nb = 0;
+    for (size_t b0 = 0; b0 < len; b0 += MPX_MX_BLOCK, nb++) {
+        const size_t b1 = b0 + MPX_MX_BLOCK < len ? b0 + MPX_MX_BLOCK : len;
+        const int e = exps[nb];
+        const float up = ldexpf(1.0f, e == MPX_MX_NAN_EXP ? 0 : e);
+        for (size_t i = b0; i < b1; i++) dst[i] = e == MPX_MX_NAN_EXP ? NAN : tmp[i] * up;
+    }
+}
+
+void mpx_mx_quantize(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *dst, size_t n,
+                     size_t row, mpx_cast_stats *stats, mpx_mx_scales *sc) {
+    if (row == 0 || row > n) row = n;
+    const size_t per_row = (row + QCHUNK - 1) / QCHUNK, rows = n ? (n + row - 1) / row : 0;
+    const long items = (long)(rows * per_row);
+    mpx_mx_scales total = {0, 0, 0, 127, -127};
+#pragma omp parallel if (n >= 4 * QCHUNK)
+    {
+        mpx_cast_stats local;
+        memset(&local, 0, sizeof local);
+        mpx_mx_scales s = {0, 0, 0, 127, -127};
+#pragma omp for schedule(static)
+        for (long it = 0; it < items; it++) {
+            const size_t r0 = (size_t)it / per_row * row, c0 = r0 + (size_t)it % per_row * QCHUNK;
+            const size_t r1 = r0 + row < n ? r0 + row : n;
+            if (c0 >= r1) continue;
+            const size_t len = r1 - c0 < QCHUNK ? r1 - c0 : QCHUNK;
+            mx_chunk(fmt, rule, src + c0, dst + c0, len, stats ? &local : NULL, &s);
+        }
+#pragma omp critical(mpx_mx_stats)
+        {
+            if (stats) mpx_cast_stats_add(stats, &local);
+            total.blocks += s.blocks;
+            total.zero_blocks += s.zero_blocks;
+            total.nan_blocks += s.nan_blocks;
+            if (s.min_exp < total.min_exp) total.min_exp = s.min_exp;
+            if (s.max_exp > total.max_exp) total.max_exp = s.max_exp;
+        }
+    }
+    if (total.min_exp > total.max_exp) total.min_exp = total.max_exp = 0;
+    if (sc) *sc = total;
+}
