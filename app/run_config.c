@@ -163,6 +163,9 @@ const mpx_cfg_key mpx_run_schema[] = {
      "adaptive: unscale weight gradients in the storage format (the 2019 code) instead of FP32"},
     /* [log] */
     {"log", "stats_every", MPX_CFG_INT, "100", NULL, 0, 1e12, "per-layer statistics every N steps; 0: off"},
+    {"log", "whatif", MPX_CFG_STRING, "", NULL, NR,
+     "statistics steps also count every activation gradient as these recipes would cast it "
+     "(comma-separated: fp16, bf16, e5m2, e5m2_current, e4m3_current, mxfp8_e5m2, or all; CPU)"},
     {"log", "log_every", MPX_CFG_INT, "50", NULL, 1, 1e12, "plain log line every N steps (no TTY)"},
     {"log", "progress", MPX_CFG_ENUM, "auto", "auto|always|never", NR, "progress line"},
 };
@@ -385,6 +388,27 @@ static mpx_status train_from(mpx_config *cfg, mpx_run_cfg *rc) {
     return MPX_OK;
 }
 
+/* log.whatif: the recipe names into a mask (stats.h: MPX_WHATIF_*). */
+static mpx_status whatif_from(mpx_config *cfg, mpx_log_cfg *l) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", mpx_cfg_str(cfg, "log.whatif"));
+    l->whatif = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        int k = 0;
+        if (strcmp(tok, "all") == 0) {
+            l->whatif = (1u << MPX_WHATIF_N) - 1;
+            continue;
+        }
+        while (k < MPX_WHATIF_N && strcmp(tok, mpx_whatif_names[k]) != 0) k++;
+        if (k == MPX_WHATIF_N)
+            return contradiction(cfg, "log.whatif",
+                                 "unknown recipe (fp16, bf16, e5m2, e5m2_current, e4m3_current, "
+                                 "mxfp8_e5m2, all)");
+        l->whatif |= 1u << k;
+    }
+    return MPX_OK;
+}
+
 /* fp8 mode's recipe; its keys are refused in other modes. */
 static mpx_status fp8_from(mpx_config *cfg, mpx_run_cfg *rc) {
     static const char *const keys[] = {"precision.fp8_recipe", "precision.fp8_margin",
@@ -482,6 +506,7 @@ mpx_status mpx_run_cfg_from(mpx_config *cfg, mpx_run_cfg *rc) {
     MPX_TRY(train_from(cfg, rc));
     MPX_TRY(precision_from(cfg, rc));
     rc->log.stats_every = mpx_cfg_int(cfg, "log.stats_every");
+    MPX_TRY(whatif_from(cfg, &rc->log));
     rc->log.log_every = mpx_cfg_int(cfg, "log.log_every");
     const char *prog = mpx_cfg_str(cfg, "log.progress");
     rc->log.progress = strcmp(prog, "always") == 0 ? 1 : strcmp(prog, "never") == 0 ? -1 : 0;

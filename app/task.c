@@ -22,6 +22,7 @@ mpx_status run_task_graph(run_task *t, const mpx_precision *p, mpx_graph **out) 
     MPX_TRY(t->ops->build(t, g));
     mpx_graph_fuse(g, t->rc->train.fuse);
     mpx_graph_sync_bn(g, t->rc->train.sync_bn);
+    MPX_TRY(mpx_graph_whatif(g, t->rc->log.whatif));
     return mpx_graph_compile(g, p ? p : &t->rc->precision, t->rc->train.device, t->rc->train.seed);
 }
 

@@ -22,6 +22,8 @@ static void help(void) {
            "             mean |stored change - update| / |update|\n"
            "  fp8        per (stats step, layer, operand x|w|dy): precision.mode = fp8's FP8 casts\n"
            "             of the layer's GEMM operands: nonzero, flushed, saturated, the scale\n"
+           "  whatif     per (stats step, layer, recipe): log.whatif's counts of the activation\n"
+           "             gradient as each recipe would cast it, its underflow rate and scale\n"
            "  hist       per (stats step, layer, tensor, bin): count and percent; bins are log2\n"
            "             binades k = [2^k, 2^(k+1)), k = -64..15, then zero, inf, nan\n"
            "  summary    one row: model dataset precision scaling seed steps final_loss eval_step\n"

@@ -47,6 +47,10 @@ static int64_t node_scratch(const mpx_graph *g, const gnode *n) {
     if (n->is_gemm_layer && g->prec.low == MPX_F16) f += g->tensors[n->out].numel + 16;
     for (int i = 0; i < n->n_in; i++) f += 2 * g->tensors[n->in[i]].numel + 32;
     for (int i = 0; i < n->n_param; i++) f += 3 * g->params[n->param[i]].numel + 48;
+    if (g->whatif) { /* what-if counts of the gradients it writes or merges (graph_whatif.c) */
+        f += 2 * g->tensors[n->out].numel + 16;
+        for (int i = 0; i < n->n_in; i++) f += 2 * g->tensors[n->in[i]].numel + 16;
+    }
     if (g->prec.gemm_round == MPX_F8_E4M3 && op_is_gemm_family(n->op)) {
         /* fp8: each operand quantized into FP32 scratch beside its FP8 codes (graph_fp8.c) */
         int64_t ops = g->tensors[n->out].numel + 16;

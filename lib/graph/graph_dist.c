@@ -130,6 +130,11 @@ mpx_status dist_reduce_stats(mpx_graph *g) {
                                MPX_COMM_U64, MPX_COMM_SUM));
     for (int l = 0; l < g->n_layers; l++) /* every rank records the same layers */
         if (g->moments_due[2 * l]) MPX_TRY(dist_reduce_moments(&g->host_moments[2 * l]));
+    if (g->whatif) /* the what-if counts (graph_whatif.c) */
+        for (int l = 0; l < g->n_layers; l++)
+            MPX_TRY(mpx_comm_allreduce(g->pass->bw->stats[l].whatif,
+                                       MPX_WHATIF_N * (sizeof(mpx_cast_stats) / sizeof(uint64_t)),
+                                       MPX_COMM_U64, MPX_COMM_SUM));
     if (g->prec.gemm_round == MPX_F8_E4M3) /* fp8 mode's operand casts (graph_fp8.c) */
         for (int l = 0; l < g->n_layers; l++)
             MPX_TRY(mpx_comm_allreduce(g->pass->bw->stats[l].fp8,

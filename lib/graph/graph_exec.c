@@ -139,7 +139,7 @@ static mpx_status merge_branches_reference(mpx_graph *g, int tensor, const int *
         g->be->zero(g->be, sum, n * sizeof(float));
         for (int i = 0; i < k; i++)
             g->be->accumulate(g->be, sum, t->plan.branch[idx[i]], n, (float)(P[i] * target / S[i]));
-        cast_grad(g, tensor, sum, 1.0, NULL);
+        MPX_TRY(cast_grad(g, tensor, sum, 1.0, NULL));
     }
     float *acc = t->plan.branch[idx[0]];
     for (int i = 0; i < k; i++) {
@@ -215,7 +215,7 @@ static mpx_status merge_branches(mpx_graph *g, int tensor) {
             target = mpx_als_merge_target(g->pass->bw->scaling, k, S, absmax);
         }
     }
-    cast_grad(g, tensor, acc, target / T0, NULL);
+    MPX_TRY(cast_grad(g, tensor, acc, target / T0, NULL));
     t->pass.grad_scale = target;
     t->pass.grad_ready = 1;
     return MPX_OK;

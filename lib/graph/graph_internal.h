@@ -196,6 +196,7 @@ struct mpx_graph {
     int no_fusion;           /* run every ReLU on its own (mpx_graph_fuse) */
     int all_rows;            /* compute the rows a loss ignores too (mpx_graph_loss_rows) */
     int sync_bn;             /* batch-norm statistics over every rank (mpx_graph_sync_bn) */
+    unsigned whatif;         /* what-if recipes counted on statistics steps (mpx_graph_whatif) */
     int exact_merges;        /* adaptive merges wait for their magnitudes (mpx_graph_speculative_merges) */
     int profile;             /* time every node */
     int time_scaling;        /* time the merges and adaptive factors (mpx_graph_time_scaling) */
@@ -306,7 +307,11 @@ int consumer_slot(const gtensor *t, const gnode *g_nodes, const gnode *n, int sl
 mpx_cast_stats *act_stats(mpx_graph *g, const gtensor *t);
 /* The counted cast that writes tensor t's gradient from FP32 `src` times `multiplier`;
  * `writer` is the node whose backward made src (NULL for a merge). */
-void cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier, const gnode *writer);
+mpx_status cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier,
+                     const gnode *writer);
+/* log.whatif (graph_whatif.c): on statistics steps, t's gradient values src * multiplier counted
+ * as the asked recipes would cast them, into its observer's row. */
+mpx_status whatif_count(mpx_graph *g, const gtensor *t, const float *src, double multiplier);
 /* FP32 view of a tensor's value (decoded into scratch when the backend cannot read it). */
 mpx_status view_value(mpx_graph *g, int tensor, mpx_tensor *v);
 /* FP32 view to write a node's output value; commit_value rounds it into storage. */

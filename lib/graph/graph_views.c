@@ -236,8 +236,8 @@ static void note_quantile(mpx_graph *g, gtensor *t, const float *src, double mul
 /* The cast that writes tensor t's gradient (counted for its observers). On statistics steps a
  * tensor on a value-moving chain first keeps its FP32 value as the shadow. `writer` is the
  * node whose backward made src (NULL for a merge of branches). */
-void cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier,
-                      const gnode *writer) {
+mpx_status cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier,
+                     const gnode *writer) {
     gtensor *t = &g->tensors[tensor];
     note_quantile(g, t, src, multiplier, writer);
     if (g->pass->bw->stats && t->plan.needs_shadow) {
@@ -248,9 +248,11 @@ void cast_grad(mpx_graph *g, int tensor, const float *src, double multiplier,
     mpx_cast_spec s = storage_cast(g, t->plan.grad_dtype, round_stream(g->step, tensor, RS_GRAD));
     s.scale = (float)multiplier;
     s.stats = act_stats(g, t);
+    if (s.stats) MPX_TRY(whatif_count(g, t, src, multiplier));
     if (src != t->plan.grad || s.scale != 1.0f || s.stats)
         g->be->cast(g->be, &s, src, t->plan.grad, (size_t)t->numel);
     if (s.stats) share_counts(g, t);
+    return MPX_OK;
 }
 
 int shadow_needed(const mpx_graph *g, const gnode *n, int slot) {
@@ -264,6 +266,7 @@ mpx_status commit_shadow(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v) 
     if (t->plan.needs_shadow)
         g->be->copy(g->be, t->plan.shadow, v->data, (size_t)t->numel * sizeof(float));
     if (t->plan.shadow_counted && t->plan.observer[0] >= 0) {
+        MPX_TRY(whatif_count(g, t, v->data, 1.0));
         /* Count what the cast into storage does to these values (the copy is in place). */
         mpx_cast_spec s = mpx_cast_plain(MPX_F32);
         s.stats_format = g->prec.stats_format;
@@ -296,7 +299,7 @@ mpx_status commit_in_grad(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v)
         t->pass.branch_ready |= 1u << c;
         return MPX_OK;
     }
-    if (!grad_written_by_op(g, n, slot, v)) cast_grad(g, n->in[slot], v->data, multiplier, n);
+    if (!grad_written_by_op(g, n, slot, v)) MPX_TRY(cast_grad(g, n->in[slot], v->data, multiplier, n));
     t->pass.grad_scale = carried;
     t->pass.grad_ready = 1;
     return MPX_OK;

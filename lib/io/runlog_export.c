@@ -169,7 +169,9 @@ static mpx_status load_layers(reader *rd) {
 /* Members a run file may lack: written since the lost-update statistics (a file from before
  * them exports everything else). */
 /* Members that run files written before them lack: the update and FP8 statistics. */
-static int optional_member(int i) { return i >= RL_ST_UPDATE_NONZERO && i <= RL_ST_FP8_LAST; }
+static int optional_member(int i) {
+    return i >= RL_ST_UPDATE_NONZERO && i <= RL_ST_WHATIF_LAST;
+}
 
 /* Open every /stats member (but a missing optional one) and read /stats/step. */
 static mpx_status open_stats(reader *rd) {
@@ -421,6 +423,34 @@ static mpx_status export_fp8(reader *rd, int64_t l0, int64_t l1, int64_t k0, int
     return st;
 }
 
+/* The what-if counts (stats.h: whatif): per layer and recipe, the nonzero, flushed and overflowed
+ * values of its activation gradient as the recipe would cast it, and the recipe's scale. */
+static mpx_status export_whatif(reader *rd, int64_t l0, int64_t l1, int64_t k0, int64_t k1,
+                                FILE *out) {
+    enum { FIRST = RL_ST_WHATIF_FIRST, LAST = RL_ST_WHATIF_LAST, N = LAST - FIRST + 1 };
+    if (rd->stats[FIRST] < 0)
+        return mpx_fail(MPX_ERR_INPUT, "%s has no what-if statistics (%s): it was written by an "
+                        "mpx from before them", rd->where, rl_stats[FIRST].path);
+    void *b[N] = {0};
+    mpx_status st = alloc_stats_rows(rd, FIRST, LAST, b);
+    if (st == MPX_OK)
+        fputs("step\tlayer\tname\tkind\trecipe\tnonzero\tflushed\toverflow\tunderflow_rate\tscale\n",
+              out);
+    for (int64_t k = k0; st == MPX_OK && k < k1; k++) {
+        if ((st = read_stats_row(rd, FIRST, LAST, k, b)) != MPX_OK) break;
+        for (int64_t l = l0; l < l1; l++)
+            for (int r = 0; r < MPX_WHATIF_N; r++) {
+                const uint64_t nz = ((uint64_t *)b[4 * r])[l], fl = ((uint64_t *)b[4 * r + 1])[l];
+                fprintf(out, "%" PRId64 "\t%" PRId64 "\t%s\t%s\t%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
+                        "\t%.9g\t%.9g\n", rd->steps[k], l, rd->names[l], rd->kinds[l],
+                        mpx_whatif_names[r], nz, fl, ((uint64_t *)b[4 * r + 2])[l],
+                        nz ? (double)fl / (double)nz : 0.0, ((double *)b[4 * r + 3])[l]);
+            }
+    }
+    for (int i = 0; i < N; i++) free(b[i]);
+    return st;
+}
+
 static void print_hist(FILE *out, int64_t step, const char *layer, const char *name,
                        const char *tensor, const uint64_t *h) {
     uint64_t total = 0;
@@ -532,7 +562,7 @@ static mpx_status check_opts(const char *what, const mpx_export_opts *o, int lay
     if (o->step >= 0 && !step_ok)
         return mpx_fail(MPX_ERR_INPUT,
                         "export '%s' is not per statistics step: --step does not "
-                        "apply (it selects a step of hist, underflow, scale, updates or fp8)",
+                        "apply (it selects a step of hist, underflow, scale, updates, fp8 or whatif)",
                         what);
     if (o->pooled && !pooled_ok)
         return mpx_fail(MPX_ERR_INPUT, "export '%s': pooling applies to hist only", what);
@@ -541,8 +571,8 @@ static mpx_status check_opts(const char *what, const mpx_export_opts *o, int lay
 
 static int known_export(const char *what) {
     static const char *const names[] = {"train", "eval",    "layers", "hist",
-                                        "underflow", "scale", "updates", "summary", "fp8"};
-    for (int i = 0; i < 9; i++)
+                                        "underflow", "scale", "updates", "summary", "fp8", "whatif"};
+    for (int i = 0; i < 10; i++)
         if (strcmp(what, names[i]) == 0) return 1;
     return 0;
 }
@@ -577,6 +607,7 @@ static mpx_status export_any(reader *rd, const char *what, const mpx_export_opts
     if (strcmp(what, "underflow") == 0) return export_underflow(rd, l0, l1, k0, k1, out);
     if (strcmp(what, "updates") == 0) return export_updates(rd, l0, l1, k0, k1, out);
     if (strcmp(what, "fp8") == 0) return export_fp8(rd, l0, l1, k0, k1, out);
+    if (strcmp(what, "whatif") == 0) return export_whatif(rd, l0, l1, k0, k1, out);
     return export_scale(rd, l0, l1, k0, k1, out);
 }
 

@@ -67,6 +67,7 @@ enum {
     RL_ST_W_MEAN, RL_ST_W_STD, RL_ST_W_MIN, RL_ST_W_MAX,
     RL_ST_UPDATE_NONZERO, RL_ST_UPDATE_LOST, RL_ST_UPDATE_ERROR,
     RL_ST_FP8_FIRST, RL_ST_FP8_LAST = RL_ST_FP8_FIRST + 11,
+    RL_ST_WHATIF_FIRST, RL_ST_WHATIF_LAST = RL_ST_WHATIF_FIRST + 23,
     RL_ST_STEP, RL_N_STATS
 };
 static const rl_dset rl_stats[RL_N_STATS] = {
@@ -104,6 +105,16 @@ static const rl_dset rl_stats[RL_N_STATS] = {
     {"/stats/fp8_" name "_scale", RL_F64, 2, 16, RL_LAYER(fp8_scale[k])}
     RL_FP8(MPX_FP8_X, "x"), RL_FP8(MPX_FP8_W, "w"), RL_FP8(MPX_FP8_DY, "dy"),
 #undef RL_FP8
+#define RL_WHATIF(k, name)                                                                         \
+    {"/stats/whatif_" name "_nonzero", RL_U64, 2, 16, RL_LAYER(whatif[k].nonzero)},                \
+    {"/stats/whatif_" name "_flushed", RL_U64, 2, 16, RL_LAYER(whatif[k].flushed)},                \
+    {"/stats/whatif_" name "_overflow", RL_U64, 2, 16, RL_LAYER(whatif[k].overflow)},              \
+    {"/stats/whatif_" name "_scale", RL_F64, 2, 16, RL_LAYER(whatif_scale[k])}
+    RL_WHATIF(MPX_WHATIF_F16, "fp16"), RL_WHATIF(MPX_WHATIF_BF16, "bf16"),
+    RL_WHATIF(MPX_WHATIF_E5M2, "e5m2"), RL_WHATIF(MPX_WHATIF_E5M2_CURRENT, "e5m2_current"),
+    RL_WHATIF(MPX_WHATIF_E4M3_CURRENT, "e4m3_current"),
+    RL_WHATIF(MPX_WHATIF_MXFP8_E5M2, "mxfp8_e5m2"),
+#undef RL_WHATIF
     {"/stats/step", RL_I64, 1, 64, RL_SRC_STEP, 0},
 };
 #undef RL_CAST

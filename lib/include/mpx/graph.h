@@ -161,6 +161,9 @@ void mpx_graph_loss_rows(mpx_graph *g, int on);
  * run (comm.h; the ranks' sums reduced inside every batch-norm pass: train.sync_bn) or of each
  * rank's slice (default off, as PyTorch DDP). CPU backend; no effect with one rank. */
 void mpx_graph_sync_bn(mpx_graph *g, int on);
+/* The what-if recipes counted on statistics steps (stats.h: whatif; bit k = MPX_WHATIF_k): every
+ * observed activation gradient also counted as each would cast it. 0: none (default). CPU. */
+mpx_status mpx_graph_whatif(mpx_graph *g, unsigned mask);
 /* A data-parallel run's gradient all-reduce so far: its seconds, and the bytes this rank sent
  * into it (0 and 0 with one rank). */
 void mpx_graph_allreduce_stats(const mpx_graph *g, double *seconds, double *bytes);

@@ -73,6 +73,7 @@ typedef struct {
 typedef struct {
     int64_t stats_every, log_every;
     int progress;            /* -1 never, 0 auto (TTY), 1 always */
+    unsigned whatif;         /* what-if recipes (stats.h: bit k = MPX_WHATIF_k) */
 } mpx_log_cfg;
 
 typedef struct {

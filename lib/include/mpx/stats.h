@@ -23,7 +23,13 @@
  *           operands did (k = MPX_FP8_X, MPX_FP8_W: its input and weight, E4M3; MPX_FP8_DY: its
  *           output gradient, E5M2), counted on their values times the scale, as the backward
  *           pass cast them, and the per-tensor scale used (MXFP8: 2^-e for e the midpoint of
- *           the range of its block exponents); zeros in other modes.
+ *           the range of its block exponents); zeros in other modes;
+ *   whatif[k], whatif_scale[k] — log.whatif: the same activation gradient (its values before
+ *           rounding, as act counts them) counted as recipe k would cast it, without changing
+ *           training (MPX_WHATIF_*: FP16, BF16, E5M2 unscaled, E5M2 and E4M3 with a current
+ *           per-tensor scale, MXFP8 E5M2 blocks), and the scale it would use (1 unscaled; for
+ *           MXFP8 2^-e for the midpoint e of its block exponents); zeros for recipes not asked.
+ *           The histogram of a scaled recipe is act's shifted by log2 of its scale.
  */
 #ifndef MPX_STATS_H
 #define MPX_STATS_H
@@ -43,9 +49,23 @@ typedef struct {
     double update_lost, update_error; /* fraction of those lost; mean relative error */
     mpx_cast_stats fp8[3];            /* MPX_FP8_X, MPX_FP8_W, MPX_FP8_DY */
     double fp8_scale[3];
+    mpx_cast_stats whatif[6];         /* MPX_WHATIF_* */
+    double whatif_scale[6];
 } mpx_layer_stats;
 
 enum { MPX_FP8_X = 0, MPX_FP8_W, MPX_FP8_DY };
+enum {
+    MPX_WHATIF_F16 = 0,
+    MPX_WHATIF_BF16,
+    MPX_WHATIF_E5M2,
+    MPX_WHATIF_E5M2_CURRENT,
+    MPX_WHATIF_E4M3_CURRENT,
+    MPX_WHATIF_MXFP8_E5M2,
+    MPX_WHATIF_N
+};
+/* The recipes' names in log.whatif and the run file: "fp16", "bf16", "e5m2", "e5m2_current",
+ * "e4m3_current", "mxfp8_e5m2". */
+extern const char *const mpx_whatif_names[MPX_WHATIF_N];
 
 /* Underflow rate = flushed / nonzero (0 when there is nothing nonzero). */
 static inline double mpx_underflow_rate(const mpx_cast_stats *s) {

@@ -1,0 +1,74 @@
+/* graph_whatif.c — "which format would this layer survive in": on statistics steps, every
+ * observed activation gradient is also counted as other recipes would cast it (stats.h:
+ * whatif), from the same FP32 values the layer's own counts read, without changing training.
+ * Per recipe: the format (FP16, BF16, E5M2, E4M3), its scale (none; a current per-tensor scale
+ * max / amax as Transformer Engine's; MXFP8's E8M0 blocks along the rows) and the one counted
+ * cast into FP8/16-bit scratch that is thrown away. CPU backend (the counts go straight into the
+ * host's statistics rows).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "graph_internal.h"
+#include "mpx/fp8.h"
+
+const char *const mpx_whatif_names[MPX_WHATIF_N] = {"fp16", "bf16", "e5m2", "e5m2_current",
+                                                   "e4m3_current", "mxfp8_e5m2"};
+
+mpx_status mpx_graph_whatif(mpx_graph *g, unsigned mask) {
+    if (mask >> MPX_WHATIF_N)
+        return mpx_fail(MPX_ERR_INPUT, "what-if recipes: mask 0x%x names recipes that do not exist",
+                        mask);
+    g->whatif = mask;
+    return MPX_OK;
+}
+
+/* Recipe k's count of the n values x * multiplier into row. */
+static mpx_status count_one(mpx_graph *g, int k, const float *src, size_t n, float multiplier,
+                            mpx_layer_stats *row) {
+    static const mpx_dtype fmt[MPX_WHATIF_N] = {MPX_F16,     MPX_BF16,    MPX_F8_E5M2,
+                                                MPX_F8_E5M2, MPX_F8_E4M3, MPX_F8_E5M2};
+    mpx_cast_stats *st = &row->whatif[k];
+    if (k == MPX_WHATIF_MXFP8_E5M2) {
+        float *f = scratch_take(g, (int64_t)n);
+        if (!f) return scratch_fail(g, "a what-if count");
+        for (size_t i = 0; i < n; i++) f[i] = src[i] * multiplier; /* the cast's own product */
+        mpx_mx_scales sc;
+        /* blocks of 32 consecutive values: along the channels of an NHWC gradient */
+        mpx_mx_quantize(fmt[k], MPX_MX_FLOOR, f, f, n, n, st, &sc);
+        row->whatif_scale[k] = ldexp(1.0, -(sc.min_exp + sc.max_exp) / 2);
+        return MPX_OK;
+    }
+    float scale = multiplier;
+    if (k == MPX_WHATIF_E5M2_CURRENT || k == MPX_WHATIF_E4M3_CURRENT) {
+        const float amax = g->be->absmax(g->be, src, n) * fabsf(multiplier);
+        scale = (float)mpx_fp8_scale(fmt[k], amax, 0, 0, 1.0) * multiplier;
+    }
+    void *codes = scratch_take_dtype(g, (int64_t)n, fmt[k]);
+    if (!codes) return scratch_fail(g, "a what-if count");
+    mpx_cast_spec s = mpx_cast_plain(fmt[k]);
+    s.scale = scale;
+    s.stats = st;
+    g->be->cast(g->be, &s, src, codes, n);
+    row->whatif_scale[k] = scale / multiplier;
+    return MPX_OK;
+}
+
+mpx_status whatif_count(mpx_graph *g, const gtensor *t, const float *src, double multiplier) {
+    if (!g->whatif || !g->pass || !g->pass->bw->stats || t->plan.observer[0] < 0) return MPX_OK;
+    if (g->be->device != MPX_DEV_CPU)
+        return mpx_fail(MPX_ERR_UNSUPPORTED, "log.whatif: the what-if counts run on the CPU only");
+    mpx_layer_stats *row = &g->pass->bw->stats[t->plan.observer[0]];
+    const size_t mark = g->scratch_used;
+    for (int k = 0; k < MPX_WHATIF_N; k++) {
+        if (!(g->whatif & (1u << k))) continue;
+        MPX_TRY(count_one(g, k, src, (size_t)t->numel, (float)multiplier, row));
+        g->scratch_used = mark; /* each count's scratch is the next one's */
+    }
+    for (int o = 1; o < 4 && t->plan.observer[o] >= 0; o++) { /* the loss shares fc's tensor */
+        mpx_layer_stats *other = &g->pass->bw->stats[t->plan.observer[o]];
+        memcpy(other->whatif, row->whatif, sizeof row->whatif);
+        memcpy(other->whatif_scale, row->whatif_scale, sizeof row->whatif_scale);
+    }
+    return MPX_OK;
+}
