@@ -11,9 +11,9 @@
 #   1 act_grad_hist     activation-gradient histogram pooled over layers and statistics
 #                       steps, FP32 run, FP16 normal/subnormal/flush regions (MPT Fig. 3)
 #   2 weight_grad_hist  the same for weight gradients (MPT Fig. 2b)
-#   3 underflow         underflow rate per layer, one line per method (ALS)
+#   3 underflow         underflow rate per layer and method, a heatmap (ALS)
 #   4 adaptive_scale    per-layer cumulative scale over steps, adaptive run (ALS)
-#   5 loss_metric       training loss and evaluation metric vs step, one line per method
+#   5 loss_metric       training loss (trailing mean) and evaluation metric vs step, per method
 #   6 dynamic_scale     dynamic loss scale vs step, skipped steps marked
 #   7 lost_updates      weight updates lost in storage, over steps and per layer: the
 #                       master-weights ablation (MPT §3.1) and the runs with masters beside it
@@ -81,17 +81,26 @@ else
   echo "figures: no fp32 run: skipping figures 1 and 2"
 fi
 
-# 3: underflow rate per layer, per method (flushed / nonzero summed over statistics steps).
-files=""
+# 3: underflow rate per layer and method (flushed / nonzero summed over statistics steps), a
+# heatmap: one row per method, stages (the layer names' first component) marked.
+: > "$tsv/underflow_heat.tsv"
+labels=""
+j=0
 for m in "${methods[@]}"; do
   "$mpx" export "$(run "$m")" underflow > "$tsv/underflow_$m.tsv"
   awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
     { k = $col["layer"]; name[k] = $col["name"]; nz[k] += $col["act_nonzero"]; fl[k] += $col["act_flushed"]; if (k > n) n = k }
     END { printf "layer\tname\trate_pct\n"; for (k = 0; k <= n; k++) printf "%d\t%s\t%.9g\n", k, name[k], nz[k] ? 100 * fl[k] / nz[k] : 0 }' \
     "$tsv/underflow_$m.tsv" > "$tsv/underflow_rate_$m.tsv"
-  files="$files $tsv/underflow_rate_$m.tsv|$(label "$m")"
+  awk -F'\t' -v j=$j 'NR > 1 { printf "%d\t%d\t%s\n", $1, j, ($3 > 0 ? $3 : "NaN") } END { print "" }' \
+    "$tsv/underflow_rate_$m.tsv" >> "$tsv/underflow_heat.tsv"
+  labels="$labels $(label "$m")"
+  j=$((j + 1))
 done
-draw underflow.gp 3_underflow files="$files"
+stages=$(awk -F'\t' 'NR > 1 { s = $2; sub(/\..*/, "", s)
+    if (NR == 2 || s != cur) { if (NR > 2) printf "%s:%d:%d ", cur, a, $1 - 1; cur = s; a = $1 } last = $1 }
+  END { printf "%s:%d:%d\n", cur, a, last }' "$tsv/underflow_rate_${methods[0]}.tsv")
+draw underflow.gp 3_underflow in="$tsv/underflow_heat.tsv" methods="$labels" stages="$stages"
 
 # 4: per-layer cumulative scale of the adaptive run.
 if have fp16_adaptive; then
@@ -101,14 +110,22 @@ else
   echo "figures: no fp16_adaptive run: skipping figure 4"
 fi
 
-# 5: training loss and evaluation metric per method.
+# 5: training loss (a trailing mean over 1/50 of the run: raw losses of ten methods hide each
+# other) and evaluation metric per method.
 files=""
+steps=$("$mpx" export "$(run "${methods[0]}")" train | awk 'END { print NR - 1 }')
+window=$(( steps / 50 > 1 ? steps / 50 : 1 ))
 for m in "${methods[@]}"; do
   "$mpx" export "$(run "$m")" train > "$tsv/train_$m.tsv"
   "$mpx" export "$(run "$m")" eval > "$tsv/eval_$m.tsv"
-  files="$files $tsv/train_$m.tsv|$tsv/eval_$m.tsv|$(label "$m")"
+  awk -F'\t' -v w="$window" 'NR == 1 { print "step\tloss_mean"; next }
+    { i = (NR - 2) % w; if (NR - 2 >= w && ok[i]) { sum -= v[i]; cnt-- }
+      ok[i] = ($2 ~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/); v[i] = $2 + 0; if (ok[i]) { sum += v[i]; cnt++ }
+      if (NR - 1 >= w) printf "%d\t%s\n", $1, cnt ? sprintf("%.6g", sum / cnt) : "NaN" }' \
+    "$tsv/train_$m.tsv" > "$tsv/train_smooth_$m.tsv"
+  files="$files $tsv/train_smooth_$m.tsv|$tsv/eval_$m.tsv|$(label "$m")"
 done
-draw loss_metric.gp 5_loss_metric files="$files"
+draw loss_metric.gp 5_loss_metric files="$files" window="$window"
 
 # 6: the dynamic loss scale.
 if have fp16_dynamic; then

@@ -1,5 +1,6 @@
 # loss_metric.gp — training loss (top) and evaluation metric (bottom) per method.
-# Variables: files (space-separated "train.tsv|eval.tsv|label"), out, ext.
+# Variables: files (space-separated "train.tsv|eval.tsv|label"; train.tsv: step, mean loss of
+# the trailing window), window (its length in steps), out, ext.
 load "plots/common.gp"
 
 n = words(files)
@@ -8,10 +9,10 @@ field(i, k) = (s = word(files, i), k == 1 ? substr(s, 1, strstrt(s, "|") - 1) : 
     substr(r, strstrt(r, "|") + 1, 999)))
 set multiplot layout 2,1
 set key outside right top font ",10"
-set title "Training loss" font ",12"
+set title sprintf("Training loss (mean of the last %s steps; a gap: non-finite throughout)", window) font ",12"
 set ylabel "loss"
 set logscale y
-plot for [i = 1:n] field(i, 1) using 1:2 every ::1 with lines lw 1 title field(i, 3) noenhanced
+plot for [i = 1:n] field(i, 1) using 1:2 every ::1 with lines lw 1.5 title field(i, 3) noenhanced
 unset logscale y
 set title "Evaluation metric" font ",12"
 set xlabel "step"
