@@ -56,6 +56,12 @@ check-valgrind: build
 	  $(BUILD)/mpx train experiments/configs/resnet50/smoke/fp16_adaptive.cfg train.steps=2 train.eval_every=0 \
 	  --out "$$tmp/run.h5" && echo "check-valgrind: no errors, no definite leaks"
 
+# make experiment-formats [SCALE=smoke|small] [SEEDS=n] [PARALLEL=n]: the formats experiment
+# (formats.list of resnet50 and bert: the 16-bit baselines, loss scaling, FP8 recipes, 16-bit
+# fixed point), its figures and tables with the formats claims (docs/numerics.md).
+experiment-formats: build
+	@bash experiments/run_formats.sh $(SCALE) $(SEEDS)
+
 # make experiment-<model> [SCALE=smoke|small|paper] [SEEDS=n] [DATA=/path/to/imagenet]
 #                         [PARALLEL=n] [METHODS="fp32 fp16_adaptive"]:
 # every method of that model at that scale (or those of METHODS), PARALLEL trainings at a time,

@@ -101,9 +101,13 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"train", "max_nonfinite", MPX_CFG_INT, "20", NULL, 1, 1e9,
      "stop after this many consecutive steps with a non-finite loss or gradient"},
     /* [precision] */
-    {"precision", "mode", MPX_CFG_ENUM, "fp32", "fp32|fp16|bf16|tf32|fp8", NR,
+    {"precision", "mode", MPX_CFG_ENUM, "fp32", "fp32|fp16|bf16|tf32|fp8|fixed16", NR,
      "storage format policy (tf32: FP32 storage, convolution and GEMM operands rounded to TF32; "
-     "fp8: bf16 storage, GEMM operands quantized to FP8 under precision.fp8_recipe)"},
+     "fp8: bf16 storage, GEMM operands quantized to FP8 under precision.fp8_recipe; fixed16: "
+     "FP32 storage, GEMM operands quantized to 16-bit fixed point under precision.rounding)"},
+    {"precision", "fixed_frac", MPX_CFG_INT, "14", NULL, 0, 24,
+     "fixed16: fraction bits f of Q(16, f) (values k 2^-f, |value| <= 2^(15-f); Gupta et al. "
+     "2015 trained with f = 14)"},
     {"precision", "fp8_recipe", MPX_CFG_ENUM, "delayed", "delayed|current|mxfp8|als", NR,
      "fp8: per-tensor scales from an amax history (Transformer Engine's delayed scaling), from "
      "the tensor (current), 32-element E8M0 blocks (OCP MXFP8), or ALS's layer scales on the "
@@ -439,6 +443,11 @@ static mpx_status precision_from(mpx_config *cfg, mpx_run_cfg *rc) {
         return contradiction(cfg, "precision.mode", "unknown mode or rounding");
     rc->precision.tensor_cores = mpx_cfg_bool(cfg, "precision.tensor_cores");
     MPX_TRY(fp8_from(cfg, rc));
+    static const char *const fixed_keys[] = {"precision.fixed_frac", NULL};
+    if (rc->precision.mode != MPX_MODE_FIXED16)
+        MPX_TRY(any_set(cfg, fixed_keys, "precision.mode is not fixed16"));
+    else
+        rc->precision.fixed_frac = (int)mpx_cfg_int(cfg, "precision.fixed_frac");
     rc->precision.direct_io = mpx_cfg_bool(cfg, "precision.direct_io");
     const int masters = mpx_cfg_bool(cfg, "precision.master_weights");
     const int state16 = strcmp(mpx_cfg_str(cfg, "precision.optimizer_state"), "storage") == 0;

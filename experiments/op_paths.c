@@ -26,6 +26,9 @@ const char *cli_op_path(mpx_precision_mode mode, int direct_io, char *buf, size_
         snprintf(buf, cap, "as bf16, on GEMM operands quantized to FP8 first (E4M3, E5M2 "
                            "gradients; emulated: decoded FP8 values in FP32 GEMMs)");
         break;
+    case MPX_MODE_FIXED16:
+        snprintf(buf, cap, "as fp32, on GEMM operands quantized to 16-bit fixed point first");
+        break;
     case MPX_MODE_BF16:
     case MPX_MODE_FP16:
         mpx_gemm_lowp_path(mode == MPX_MODE_BF16 ? MPX_BF16 : MPX_F16, path, sizeof path);

@@ -37,8 +37,8 @@ MPX = os.environ.get("MPX", os.path.join(ROOT, "build", "mpx"))
 RUN_COLS = ["method", "seed", "precision", "scaling", "steps", "final_loss", "eval_loss", "metric",
             "skipped", "samples_per_s", "wall_s", "stopped", "act_nonzero", "act_flushed",
             "act_below_min", "weight_nonzero", "weight_flushed", "weight_below_min",
-            "update_nonzero", "update_lost", "update_error", "evals", "git_commit", "threads",
-            "host"]
+            "update_nonzero", "update_lost", "update_error", "operand_dy_nonzero",
+            "operand_dy_flushed", "evals", "git_commit", "threads", "host"]
 LAYER_COLS = ["method", "seed", "layer", "name", "kind", "act_nonzero", "act_flushed",
               "act_below_min", "weight_nonzero", "weight_flushed", "update_nonzero",
               "update_lost"]
@@ -59,12 +59,22 @@ def die(msg):
     sys.exit(2)
 
 
+def read_list(path):
+    with open(path) as f:
+        return [l.strip() for l in f if l.strip() and not l.lstrip().startswith("#")]
+
+
 def methods_of(model):
+    """The table's methods: methods.list, then those of formats.list (the formats experiment)
+    that it does not name."""
     path = os.path.join(ROOT, "experiments", "configs", model, "methods.list")
     if not os.path.exists(path):
         die(f"{path}: no such file (unknown model '{model}')")
-    with open(path) as f:
-        return [l.strip() for l in f if l.strip() and not l.lstrip().startswith("#")]
+    ms = read_list(path)
+    formats = os.path.join(ROOT, "experiments", "configs", model, "formats.list")
+    if os.path.exists(formats):
+        ms += [m for m in read_list(formats) if m not in ms]
+    return ms
 
 
 def out_dir(model, scale):
@@ -141,6 +151,10 @@ def summarize_run(run, method, seed):
         n = tot("update_nonzero")
         row.update(update_nonzero=n, update_lost=f"{tot('lost') / n:.9g}" if n else 0,
                    update_error=f"{tot('err') / n:.9g}" if n else 0)
+    ops = export(run, "operands", optional=True) or []
+    dy = [o for o in ops if o["operand"] == "dy"]
+    row["operand_dy_nonzero"] = sum(int(o["nonzero"]) for o in dy) if ops else ""
+    row["operand_dy_flushed"] = sum(int(o["flushed"]) for o in dy) if ops else ""
     lrows = []
     for i in sorted(layers):
         L = layers[i]
@@ -214,8 +228,8 @@ class Method:
         return statistics.stdev(v) if len(v) > 1 else None
 
     def ratio(self, num, den):
-        n = sum(int(r[num]) for r in self.ok if r[num] not in ("", None))
-        d = sum(int(r[den]) for r in self.ok if r[den] not in ("", None))
+        n = sum(int(r[num]) for r in self.ok if r.get(num) not in ("", None))
+        d = sum(int(r[den]) for r in self.ok if r.get(den) not in ("", None))
         return n / d if d else None
 
     def lost(self):
@@ -286,6 +300,9 @@ def explain(methods, spec, layers):
             out.append(f"{name}: {pct(m.ratio('act_flushed', 'act_nonzero'), 3)}% of nonzero "
                        f"activation gradients flushed to zero, {pct(m.ratio('act_below_min', 'act_nonzero'), 3)}% "
                        f"below 2^-24; weight gradients {pct(m.ratio('weight_flushed', 'weight_nonzero'), 3)}%")
+        elif kind == "operands":
+            out.append(f"{name}: {pct(m.ratio('operand_dy_flushed', 'operand_dy_nonzero'), 3)}% of "
+                       f"nonzero output gradients flushed to zero by the GEMM operand cast")
         elif kind == "lost":
             out.append(f"{name}: {pct(m.lost(), 2)}% of nonzero weight updates lost in storage")
     return "; ".join(out)
@@ -310,6 +327,8 @@ def evaluate(c, methods, layers, od):
             return "not shown", "—", "no overheads.json (mpx bench --overheads) beside the table"
         with open(path) as f:
             o = json.load(f)["overheads"]
+        if o.get(key) is None or o.get(key + "_ci95") is None:
+            return "not shown", "—", f"overheads.json has no {key} with a 95% interval (too few rounds)"
         v, (lo, hi) = o[key], o[key + "_ci95"]
         thr = float(c["margin"])
         ours = f"{100 * v:+.3f}% [{100 * lo:+.3f}%, {100 * hi:+.3f}%]"
@@ -428,15 +447,19 @@ def table(model, scale, quiet=False):
               "storage (fp32: by what FP16 would have done), pooled over layers, statistics "
               "steps and seeds. Lost updates: nonzero optimizer updates that left the stored "
               "weight unchanged (FP32 masters, or the 16-bit weights without them). samples/s: "
-              "median training throughput. " + PAPER_NOTE.get(model, ""))
+              "median training throughput. Operand dy flushed: in the modes that quantize the "
+              "GEMM operands as they are read (fp8, fixed16), nonzero output gradients their cast "
+              "flushed to zero (the underflow column then still counts FP16's). " +
+              PAPER_NOTE.get(model, ""))
     md.append("")
     md.append(f"Runs: {len(runs)} from commits {', '.join(commits)}; host: "
               f"{'; '.join(hosts) if hosts else 'not recorded'}; summaries in `runs.tsv` and "
               "`layers.tsv` beside this file.")
     md.append("")
     md.append(f"| method | precision | scaling | runs | diverged | {metric} | eval loss | "
-              "underflow % | lost updates % | skipped steps | samples/s | steps to target | paper |")
-    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "underflow % | operand dy flushed % | lost updates % | skipped steps | samples/s | "
+              "steps to target | paper |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     csv_rows = []
     for name, m in methods.items():
         if not m.rows:
@@ -450,7 +473,8 @@ def table(model, scale, quiet=False):
         pv, ps = papers.get(name, ("", ""))
         md.append(f"| {name} | {r0['precision']} | {r0['scaling']} | {len(m.rows)} | {m.diverged} | "
                   f"{cell} | {'—' if el is None else f'{el:.4f}'} | "
-                  f"{pct(m.ratio('act_flushed', 'act_nonzero'), 3)} | {pct(m.lost())} | "
+                  f"{pct(m.ratio('act_flushed', 'act_nonzero'), 3)} | "
+                  f"{pct(m.ratio('operand_dy_flushed', 'operand_dy_nonzero'), 3)} | {pct(m.lost())} | "
                   f"{'—' if sk is None else f'{sk:.1f}'} | {'—' if sps is None else f'{sps:.1f}'} | "
                   f"{'—' if stt is None else f'{stt:.0f}'} | {pv + ' (' + ps + ')' if pv else '—'} |")
         csv_rows.append({"model": model, "scale": scale, "method": name,
@@ -461,6 +485,8 @@ def table(model, scale, quiet=False):
                          "eval_loss_mean": "" if el is None else f"{el:.4f}",
                          "underflow": "" if m.ratio("act_flushed", "act_nonzero") is None
                          else f"{m.ratio('act_flushed', 'act_nonzero'):.6g}",
+                         "operand_dy_flushed": "" if m.ratio("operand_dy_flushed", "operand_dy_nonzero")
+                         is None else f"{m.ratio('operand_dy_flushed', 'operand_dy_nonzero'):.6g}",
                          "lost_updates": "" if m.lost() is None else f"{m.lost():.6g}",
                          "skipped_mean": "" if sk is None else f"{sk:.1f}",
                          "samples_per_s": "" if sps is None else f"{sps:.1f}",

@@ -10,9 +10,9 @@
 # not run again; an interrupted one resumes from its checkpoint. FORCE=1 redoes everything.
 # RESULTS (run files), FIGDIR (figures), TSVDIR and OUT_DIR (tables) move the outputs; EXTRA
 # adds config overrides to every run (e.g. EXTRA=data.root=/imagenet). METHODS="a b" runs only
-# those methods of methods.list; METHODS=core the model's core set (core.list: fp32, fp16
-# without scaling, fixed, dynamic and adaptive scaling). PARALLEL=n runs n trainings at a time, each with cores/n
-# threads (train.threads) and its output in <run>.log: on 2 cores, two one-thread runs finish
+# those methods; METHODS=core the model's core set (core.list: fp32, fp16 without scaling,
+# fixed, dynamic and adaptive scaling), METHODS=formats the formats experiment's (formats.list).
+# PARALLEL=n runs n trainings at a time, each with cores/n threads (train.threads) and its output in <run>.log: on 2 cores, two one-thread runs finish
 # about 1.25x sooner than one after the other, because small GEMMs scale poorly over threads.
 # A run's result depends on its thread count (the BLAS and oneDNN reductions split the work
 # differently), so compare seeds run with the same PARALLEL; the run file records its threads.
@@ -42,14 +42,15 @@ parallel=${PARALLEL:-1}
 case "$parallel" in ''|*[!0-9]*|0) echo "run_experiment: PARALLEL must be a positive integer, got '$parallel'" >&2; exit 2;; esac
 
 mapfile -t methods < <(grep -v '^\s*\(#\|$\)' "$cfgdir/methods.list")
-if [ "${METHODS:-}" = core ]; then
-  [ -f "$cfgdir/core.list" ] || { echo "run_experiment: no core set ($cfgdir/core.list)" >&2; exit 2; }
-  METHODS=$(grep -v '^\s*\(#\|$\)' "$cfgdir/core.list" | tr '\n' ' ')
-fi
+case "${METHODS:-}" in
+  core|formats)
+    [ -f "$cfgdir/$METHODS.list" ] || { echo "run_experiment: no $METHODS set ($cfgdir/$METHODS.list)" >&2; exit 2; }
+    METHODS=$(grep -v '^\s*\(#\|$\)' "$cfgdir/$METHODS.list" | tr '\n' ' ') ;;
+esac
 if [ -n "${METHODS:-}" ]; then
   for m in $METHODS; do
-    printf '%s\n' "${methods[@]}" | grep -qx -- "$m" ||
-      { echo "run_experiment: METHODS: '$m' is not in $cfgdir/methods.list" >&2; exit 2; }
+    [ -f "$cfgdir/$scale/$m.cfg" ] ||
+      { echo "run_experiment: METHODS: '$m' has no config at this scale ($cfgdir/$scale/$m.cfg)" >&2; exit 2; }
   done
   read -r -a methods <<< "$METHODS"
 fi

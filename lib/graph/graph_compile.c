@@ -51,8 +51,8 @@ static int64_t node_scratch(const mpx_graph *g, const gnode *n) {
         f += 2 * g->tensors[n->out].numel + 16;
         for (int i = 0; i < n->n_in; i++) f += 2 * g->tensors[n->in[i]].numel + 16;
     }
-    if (g->prec.gemm_round == MPX_F8_E4M3 && op_is_gemm_family(n->op)) {
-        /* fp8: each operand quantized into FP32 scratch beside its FP8 codes (graph_fp8.c) */
+    if (mpx_precision_quantizes_operands(&g->prec) && op_is_gemm_family(n->op)) {
+        /* fp8, fixed16: each operand quantized into FP32 scratch (graph_fp8.c, graph_fixed.c) */
         int64_t ops = g->tensors[n->out].numel + 16;
         for (int i = 0; i < n->n_in; i++) ops += g->tensors[n->in[i]].numel + 16;
         for (int i = 0; i < n->n_param; i++) ops += g->params[n->param[i]].numel + 16;

@@ -135,9 +135,9 @@ mpx_status dist_reduce_stats(mpx_graph *g) {
             MPX_TRY(mpx_comm_allreduce(g->pass->bw->stats[l].whatif,
                                        MPX_WHATIF_N * (sizeof(mpx_cast_stats) / sizeof(uint64_t)),
                                        MPX_COMM_U64, MPX_COMM_SUM));
-    if (g->prec.gemm_round == MPX_F8_E4M3) /* fp8 mode's operand casts (graph_fp8.c) */
+    if (mpx_precision_quantizes_operands(&g->prec)) /* operand casts (graph_fp8.c, graph_fixed.c) */
         for (int l = 0; l < g->n_layers; l++)
-            MPX_TRY(mpx_comm_allreduce(g->pass->bw->stats[l].fp8,
+            MPX_TRY(mpx_comm_allreduce(g->pass->bw->stats[l].operand,
                                        3 * (sizeof(mpx_cast_stats) / sizeof(uint64_t)),
                                        MPX_COMM_U64, MPX_COMM_SUM));
     return MPX_OK;

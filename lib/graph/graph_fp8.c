@@ -11,7 +11,7 @@
  * reduction dimension of the forward and data-gradient GEMMs (for the weight gradient, where
  * the reduction runs over positions, Transformer Engine re-blocks the transposed operand; here
  * the row blocks are kept: a documented deviation). Statistics steps count each cast into the
- * layer's row (stats.h: fp8, fp8_scale); delayed scaling notes each operand's amax during the
+ * layer's row (stats.h: fp8, operand_scale); delayed scaling notes each operand's amax during the
  * backward pass and pushes it into the node's history when the pass ends. CPU backend.
  */
 #include <math.h>
@@ -68,7 +68,7 @@ mpx_status fp8_pass_end(mpx_graph *g) {
         if (!s) continue;
         for (int k = 0; k < 3; k++) {
             if (a[3 * i + k] >= 0 || isnan(a[3 * i + k]))
-                mpx_fp8_history_push(&s->hist[k], k == MPX_FP8_DY ? MPX_F8_E5M2 : MPX_F8_E4M3,
+                mpx_fp8_history_push(&s->hist[k], k == MPX_OPERAND_DY ? MPX_F8_E5M2 : MPX_F8_E4M3,
                                      a[3 * i + k], c->margin, c->pow2);
             s->seen[k] = 0;
             s->amax[k] = 0;
@@ -84,7 +84,7 @@ static float tensor_scale(mpx_graph *g, gnode *n, int slot, mpx_dtype fmt, float
     switch (c->recipe) {
     case MPX_FP8_DELAYED: return (float)n->fp8->hist[slot].scale;
     case MPX_FP8_ALS: /* output gradients: the layer's adaptive loss scale is their scale */
-        if (slot == MPX_FP8_DY) return 1.0f;
+        if (slot == MPX_OPERAND_DY) return 1.0f;
         return (float)mpx_fp8_scale(fmt, amax, c->margin, c->pow2, 1.0);
     default: return (float)mpx_fp8_scale(fmt, amax, c->margin, c->pow2, 1.0);
     }
@@ -94,19 +94,19 @@ mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
     if (!v->data) return MPX_OK;
     if (!n->fp8) return mpx_fail(MPX_ERR_INTERNAL, "fp8 operand of '%s' without its state", n->name);
     const mpx_fp8_cfg *c = &g->prec.fp8;
-    const mpx_dtype fmt = slot == MPX_FP8_DY ? MPX_F8_E5M2 : MPX_F8_E4M3;
+    const mpx_dtype fmt = slot == MPX_OPERAND_DY ? MPX_F8_E5M2 : MPX_F8_E4M3;
     const int64_t count = mpx_tensor_numel(v);
     float *f = scratch_take(g, count);
     if (!f) return scratch_fail(g, "an FP8 operand");
     g->be->decode(g->be, v->dtype, v->data, f, (size_t)count); /* F32: a copy */
     mpx_layer_stats *ls =
         g->pass && g->pass->bw->stats && n->layer >= 0 ? &g->pass->bw->stats[n->layer] : NULL;
-    mpx_cast_stats *st = ls ? &ls->fp8[slot] : NULL;
+    mpx_cast_stats *st = ls ? &ls->operand[slot] : NULL;
     if (c->recipe == MPX_FP8_MXFP8) {
         mpx_mx_scales sc;
         mpx_mx_quantize(fmt, c->mx_ceil ? MPX_MX_CEIL : MPX_MX_FLOOR, f, f, (size_t)count,
                         (size_t)v->shape[v->ndim - 1], st, &sc);
-        if (ls) ls->fp8_scale[slot] = ldexp(1.0, -(sc.min_exp + sc.max_exp) / 2);
+        if (ls) ls->operand_scale[slot] = ldexp(1.0, -(sc.min_exp + sc.max_exp) / 2);
     } else {
         const float amax = g->be->absmax(g->be, f, (size_t)count);
         if (g->pass) { /* delayed scaling's history: the training passes' amaxes */
@@ -116,7 +116,7 @@ mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
         }
         const float scale = tensor_scale(g, n, slot, fmt, amax);
         mpx_fp8_quantize(fmt, scale, f, f, (size_t)count, st);
-        if (ls) ls->fp8_scale[slot] = scale;
+        if (ls) ls->operand_scale[slot] = scale;
     }
     v->data = f;
     v->dtype = MPX_F32;

@@ -291,7 +291,7 @@ int op_scales_input_grad(const mpx_backend *be, op_kind op);
 
 /* Execution views (graph_views.c): the only place that knows about storage formats. */
 /* Stochastic-rounding streams: unique per (step, tensor or parameter, kind of cast). */
-enum { RS_VALUE = 1, RS_GRAD, RS_PGRAD, RS_WEIGHT, RS_INPUT };
+enum { RS_VALUE = 1, RS_GRAD, RS_PGRAD, RS_WEIGHT, RS_INPUT, RS_OPERAND };
 uint64_t round_stream(int64_t step, int id, int kind);
 /* The policy's cast into storage dtype `dst` (its rounding and seed) on stream `stream`. */
 mpx_cast_spec storage_cast(const mpx_graph *g, mpx_dtype dst, uint64_t stream);

@@ -32,9 +32,9 @@ mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx
     if (!r->backward) return MPX_OK;
     mpx_tensor dy_g, dyd_g, w0_g;
     if (r->cls == MPX_OPC_GEMM) {
-        MPX_TRY(gemm_input(g, n, MPX_FP8_DY, &dy, &dy_g));
-        MPX_TRY(gemm_input(g, n, MPX_FP8_DY, &dy_data, &dyd_g));
-        MPX_TRY(gemm_input(g, n, MPX_FP8_W, &w0, &w0_g));
+        MPX_TRY(gemm_input(g, n, MPX_OPERAND_DY, &dy, &dy_g));
+        MPX_TRY(gemm_input(g, n, MPX_OPERAND_DY, &dy_data, &dyd_g));
+        MPX_TRY(gemm_input(g, n, MPX_OPERAND_W, &w0, &w0_g));
     }
     return r->backward(g, n, dy, dy_data ? dy_data : dy, w0);
 }

@@ -30,12 +30,15 @@ mpx_status move_all(const mpx_graph *g, const mpx_tensor *dst, const mpx_tensor 
 mpx_status move_elems(const mpx_graph *g, const mpx_tensor *dst, int64_t dof, const mpx_tensor *src,
                       int64_t sof, int64_t n);
 /* A GEMM-family operand of node n as the precision reads it, into scratch: rounded to TF32 in
- * tf32 mode, quantized to FP8 in fp8 mode (graph_fp8.c; `slot` says which operand: MPX_FP8_X,
- * MPX_FP8_W or MPX_FP8_DY, stats.h); else unchanged. */
+ * tf32 mode, quantized to FP8 in fp8 mode (graph_fp8.c) and to Q(16, f) in fixed16 mode
+ * (graph_fixed.c); `slot` says which operand: MPX_OPERAND_X, MPX_OPERAND_W or MPX_OPERAND_DY,
+ * stats.h; else unchanged. */
 mpx_status gemm_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
 /* fp8 mode (graph_fp8.c): v quantized under the recipe into FP32 scratch; counted into n's
  * statistics row on statistics steps; delayed scaling's amax of this step noted. */
 mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
+/* fixed16 mode (graph_fixed.c): v quantized to Q(16, f) into FP32 scratch, counted likewise. */
+mpx_status fixed_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
 
 /* ---- the op kinds: forward (views, operator, commit), backward, FLOPs, and for the ops whose
  * backward only moves values the shadow backward of statistics steps (into the FP32 dx) ---- */

@@ -29,8 +29,8 @@ static mpx_status layer_views(mpx_graph *g, gnode *n, mpx_tensor *x, mpx_tensor 
         *pb = b;
     }
     MPX_TRY(view_output(g, n->out, y));
-    MPX_TRY(gemm_operand(g, n, MPX_FP8_X, x));
-    return gemm_operand(g, n, MPX_FP8_W, w);
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, x));
+    return gemm_operand(g, n, MPX_OPERAND_W, w);
 }
 
 mpx_status fwd_conv2d(mpx_graph *g, gnode *n, int training) {
@@ -77,8 +77,8 @@ mpx_status fwd_bmm(mpx_graph *g, gnode *n, int training) {
     MPX_TRY(view_value(g, n->in[0], &a));
     MPX_TRY(view_value(g, n->in[1], &b));
     MPX_TRY(view_output(g, n->out, &y));
-    MPX_TRY(gemm_operand(g, n, MPX_FP8_X, &a));
-    MPX_TRY(gemm_operand(g, n, MPX_FP8_W, &b));
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, &a));
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_W, &b));
     MPX_TRY(g->be->bmm_forward(g->be, &n->attr.bmm, &a, &b, &y));
     return commit_value(g, n->out, &y);
 }
@@ -118,7 +118,7 @@ static mpx_status param_grads(mpx_graph *g, gnode *n, const mpx_tensor *dy) {
     const mpx_backend *be = g->be;
     mpx_tensor x, dw, db;
     MPX_TRY(view_value(g, n->in[0], &x));
-    MPX_TRY(gemm_operand(g, n, MPX_FP8_X, &x));
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, &x));
     MPX_TRY(view_param_grad(g, n->param[0], &dw));
     if (n->n_param > 1) MPX_TRY(view_param_grad(g, n->param[1], &db));
     mpx_tensor *pdb = n->n_param > 1 ? &db : NULL;
@@ -168,8 +168,8 @@ mpx_status bwd_bmm(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tenso
     mpx_tensor a, b, da, db;
     MPX_TRY(view_value(g, n->in[0], &a));
     MPX_TRY(view_value(g, n->in[1], &b));
-    MPX_TRY(gemm_operand(g, n, MPX_FP8_X, &a));
-    MPX_TRY(gemm_operand(g, n, MPX_FP8_W, &b));
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, &a));
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_W, &b));
     MPX_TRY(view_in_grad(g, n, 0, &da));
     MPX_TRY(view_in_grad(g, n, 1, &db));
     if (!da.data && !db.data) return MPX_OK;

@@ -25,6 +25,11 @@ int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *roun
         p->stats_format = MPX_BF16;
         p->gemm_round = MPX_F8_E4M3;
         p->fp8.history = 1024;
+    } else if (strcmp(mode_name, "fixed16") == 0) {
+        p->mode = MPX_MODE_FIXED16;
+        p->low = MPX_F32;
+        p->stats_format = MPX_F16;
+        p->fixed_frac = 14;
     } else if (strcmp(mode_name, "tf32") == 0) {
         p->mode = MPX_MODE_TF32;
         p->low = MPX_F32;
@@ -76,6 +81,11 @@ const char *mpx_precision_mode_name(mpx_precision_mode m) {
     case MPX_MODE_BF16: return "bf16";
     case MPX_MODE_TF32: return "tf32";
     case MPX_MODE_FP8: return "fp8";
+    case MPX_MODE_FIXED16: return "fixed16";
     }
     return "?";
+}
+
+int mpx_precision_quantizes_operands(const mpx_precision *p) {
+    return p->mode == MPX_MODE_FP8 || p->mode == MPX_MODE_FIXED16;
 }

@@ -398,11 +398,11 @@ static mpx_status export_updates(reader *rd, int64_t l0, int64_t l1, int64_t k0,
     return st;
 }
 
-/* What fp8 mode's operand casts did per layer (stats.h: fp8, fp8_scale): for its input, weight
+/* What fp8 mode's operand casts did per layer (stats.h: fp8, operand_scale): for its input, weight
  * and output gradient, the nonzero, flushed and saturated counts and the scale. */
-static mpx_status export_fp8(reader *rd, int64_t l0, int64_t l1, int64_t k0, int64_t k1,
+static mpx_status export_operands(reader *rd, int64_t l0, int64_t l1, int64_t k0, int64_t k1,
                              FILE *out) {
-    enum { FIRST = RL_ST_FP8_FIRST, LAST = RL_ST_FP8_LAST, N = LAST - FIRST + 1 };
+    enum { FIRST = RL_ST_OPERAND_FIRST, LAST = RL_ST_OPERAND_LAST, N = LAST - FIRST + 1 };
     if (rd->stats[FIRST] < 0)
         return mpx_fail(MPX_ERR_INPUT, "%s has no FP8 statistics (%s): it was written by an mpx "
                         "from before them", rd->where, rl_stats[FIRST].path);
@@ -571,7 +571,7 @@ static mpx_status check_opts(const char *what, const mpx_export_opts *o, int lay
 
 static int known_export(const char *what) {
     static const char *const names[] = {"train", "eval",    "layers", "hist",
-                                        "underflow", "scale", "updates", "summary", "fp8", "whatif"};
+                                        "underflow", "scale", "updates", "summary", "operands", "whatif"};
     for (int i = 0; i < 10; i++)
         if (strcmp(what, names[i]) == 0) return 1;
     return 0;
@@ -606,7 +606,7 @@ static mpx_status export_any(reader *rd, const char *what, const mpx_export_opts
     if (hist) return export_hist(rd, l0, l1, k0, k1, o->pooled, out);
     if (strcmp(what, "underflow") == 0) return export_underflow(rd, l0, l1, k0, k1, out);
     if (strcmp(what, "updates") == 0) return export_updates(rd, l0, l1, k0, k1, out);
-    if (strcmp(what, "fp8") == 0) return export_fp8(rd, l0, l1, k0, k1, out);
+    if (strcmp(what, "operands") == 0) return export_operands(rd, l0, l1, k0, k1, out);
     if (strcmp(what, "whatif") == 0) return export_whatif(rd, l0, l1, k0, k1, out);
     return export_scale(rd, l0, l1, k0, k1, out);
 }

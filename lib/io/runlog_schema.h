@@ -66,7 +66,7 @@ enum {
     RL_ST_G_MEAN, RL_ST_G_STD, RL_ST_G_MIN, RL_ST_G_MAX,
     RL_ST_W_MEAN, RL_ST_W_STD, RL_ST_W_MIN, RL_ST_W_MAX,
     RL_ST_UPDATE_NONZERO, RL_ST_UPDATE_LOST, RL_ST_UPDATE_ERROR,
-    RL_ST_FP8_FIRST, RL_ST_FP8_LAST = RL_ST_FP8_FIRST + 11,
+    RL_ST_OPERAND_FIRST, RL_ST_OPERAND_LAST = RL_ST_OPERAND_FIRST + 11,
     RL_ST_WHATIF_FIRST, RL_ST_WHATIF_LAST = RL_ST_WHATIF_FIRST + 23,
     RL_ST_STEP, RL_N_STATS
 };
@@ -98,13 +98,13 @@ static const rl_dset rl_stats[RL_N_STATS] = {
     {"/stats/update_nonzero", RL_U64, 2, 16, RL_LAYER(update_nonzero)},
     {"/stats/update_lost", RL_F64, 2, 16, RL_LAYER(update_lost)},
     {"/stats/update_error", RL_F64, 2, 16, RL_LAYER(update_error)},
-#define RL_FP8(k, name)                                                                            \
-    {"/stats/fp8_" name "_nonzero", RL_U64, 2, 16, RL_LAYER(fp8[k].nonzero)},                      \
-    {"/stats/fp8_" name "_flushed", RL_U64, 2, 16, RL_LAYER(fp8[k].flushed)},                      \
-    {"/stats/fp8_" name "_overflow", RL_U64, 2, 16, RL_LAYER(fp8[k].overflow)},                    \
-    {"/stats/fp8_" name "_scale", RL_F64, 2, 16, RL_LAYER(fp8_scale[k])}
-    RL_FP8(MPX_FP8_X, "x"), RL_FP8(MPX_FP8_W, "w"), RL_FP8(MPX_FP8_DY, "dy"),
-#undef RL_FP8
+#define RL_OPERAND(k, name)                                                                            \
+    {"/stats/operand_" name "_nonzero", RL_U64, 2, 16, RL_LAYER(operand[k].nonzero)},                      \
+    {"/stats/operand_" name "_flushed", RL_U64, 2, 16, RL_LAYER(operand[k].flushed)},                      \
+    {"/stats/operand_" name "_overflow", RL_U64, 2, 16, RL_LAYER(operand[k].overflow)},                    \
+    {"/stats/operand_" name "_scale", RL_F64, 2, 16, RL_LAYER(operand_scale[k])}
+    RL_OPERAND(MPX_OPERAND_X, "x"), RL_OPERAND(MPX_OPERAND_W, "w"), RL_OPERAND(MPX_OPERAND_DY, "dy"),
+#undef RL_OPERAND
 #define RL_WHATIF(k, name)                                                                         \
     {"/stats/whatif_" name "_nonzero", RL_U64, 2, 16, RL_LAYER(whatif[k].nonzero)},                \
     {"/stats/whatif_" name "_flushed", RL_U64, 2, 16, RL_LAYER(whatif[k].flushed)},                \

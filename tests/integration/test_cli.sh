@@ -63,6 +63,8 @@ expect 2 "command line: \[precision\] tensor_cores = maybe" -- "$MPX" train "$tm
 expect 2 "command line: precision.master_weights = false: needs precision.mode = fp16 or bf16" -- "$MPX" train "$tmp/ok.cfg" precision.master_weights=false --out "$tmp/r.h5"
 expect 2 "command line: precision.als = reference: the 2019 code trains in FP16" -- "$MPX" train "$tmp/ok.cfg" precision.mode=bf16 precision.scaling=adaptive precision.als=reference --out "$tmp/r.h5"
 expect 2 "command line: \[precision\] optimizer_state = fp8" -- "$MPX" train "$tmp/ok.cfg" precision.optimizer_state=fp8 --out "$tmp/r.h5"
+expect 2 "precision.fixed_frac is set but precision.mode is not fixed16" -- "$MPX" train "$tmp/ok.cfg" precision.fixed_frac=10 --out "$tmp/r.h5"
+expect 2 "fixed_frac = 25" -- "$MPX" train "$tmp/ok.cfg" precision.mode=fixed16 precision.fixed_frac=25 --out "$tmp/r.h5"
 # Without master weights the run file holds the lost-update statistics of every stats step.
 expect 0 "resnet20, fp16, dynamic scaling" -- "$MPX" train "$tmp/ok.cfg" precision.mode=fp16 precision.scaling=dynamic precision.master_weights=false --out "$tmp/pure.h5"
 expect 0 "update_lost" -- "$MPX" export "$tmp/pure.h5" updates --step 1

@@ -69,6 +69,27 @@ for model in resnet50 bert ssd; do
     rc=$?
     check "[ $rc -eq 2 ] && grep -q \"METHODS: 'nosuch'\" \"$tmp/$model.log4\"" "$model: unknown METHODS entry gave exit $rc"
   fi
+  if [ "$model" != ssd ]; then
+    # The formats experiment (make experiment-formats, one model at a time here): the methods
+    # of formats.list the set above lacks run; the table gains their rows and the formats
+    # claims; the quantizing modes' operand casts reach runs.tsv.
+    METHODS=formats bash "$root/experiments/run_experiment.sh" $model smoke 1 > "$tmp/$model.log5" 2>&1
+    rc=$?
+    check "[ $rc -eq 0 ]" "$model: the formats experiment exited $rc: $(tail -5 "$tmp/$model.log5")"
+    for m in $(grep -v '^\s*\(#\|$\)' "$root/experiments/configs/$model/formats.list"); do
+      check "[ -f \"$RESULTS/$model/smoke/$m-s0.h5.done\" ] && grep -q '^| $m | ' \"$report/table.md\"" "$model: formats method $m has no run or no table row"
+    done
+    for c in FIXED16-RNE FIXED16-SR FP8-HYBRID MXFP8; do
+      check "grep -q ',$c,' \"$report/claims.csv\"" "$model: claim $c not evaluated"
+    done
+    cat > "$tmp/operands.py" <<'PY'
+import csv, sys
+rows = {r["method"]: r for r in csv.DictReader(open(sys.argv[1]), delimiter="\t")}
+sys.exit(0 if int(rows["fixed16_rne"]["operand_dy_nonzero"] or 0) > 0 and
+         int(rows["fp8_delayed"]["operand_dy_nonzero"] or 0) > 0 else 1)
+PY
+    check "python3 \"$tmp/operands.py\" \"$report/runs.tsv\"" "$model: runs.tsv lacks the operand casts of the quantizing modes"
+  fi
 done
 [ "$ran" -eq 0 ] && { echo "no dataset available: skipped"; exit 77; }
 committed > "$tmp/committed.after"

@@ -41,14 +41,15 @@ datasets="/train/step /train/loss /train/lr /train/loss_scale /train/skipped /tr
  /stats/act_grad_nonfinite /stats/weight_grad_nonzero /stats/weight_grad_flushed
  /stats/weight_grad_below_min /stats/weight_grad_subnormal /stats/weight_grad_overflow
  /stats/weight_grad_nonfinite /stats/scale /stats/layer_scale /stats/g_mean /stats/g_std /stats/g_min
- /stats/g_max /stats/w_mean /stats/w_std /stats/w_min /stats/w_max /stats/fp8_x_flushed
- /stats/fp8_w_overflow /stats/fp8_dy_nonzero /stats/fp8_dy_scale"
+ /stats/g_max /stats/w_mean /stats/w_std /stats/w_min /stats/w_max /stats/operand_x_flushed
+ /stats/operand_w_overflow /stats/operand_dy_nonzero /stats/operand_dy_scale"
 attrs="mpx_version git_commit created_utc config model dataset precision scaling seed device threads"
 
 for variant in "fp32 none" "fp16 none" "fp16 fixed precision.loss_scale=1024" "fp16 dynamic" \
                "fp16 adaptive" "fp16 adaptive-quantile" "bf16 none" "fp8 none" \
                "fp8 none precision.fp8_recipe=current" "fp8 none precision.fp8_recipe=mxfp8" \
-               "fp8 adaptive precision.fp8_recipe=als"; do
+               "fp8 adaptive precision.fp8_recipe=als" "fixed16 none" \
+               "fixed16 none precision.rounding=stochastic"; do
   set -- $variant
   run="$tmp/$1-$2${3:+-${3##*=}}.h5"
   "$MPX" train "$tmp/base.cfg" precision.mode=$1 precision.scaling=$2 ${3:-} --out "$run" >"$tmp/log" 2>&1
@@ -67,6 +68,25 @@ for variant in "fp32 none" "fp16 none" "fp16 fixed precision.loss_scale=1024" "f
   check "[ \$(\"$MPX\" export \"$run\" train | tail -n +2 | wc -l) -eq 6 ]" "$variant: train rows"
   check "\"$MPX\" eval \"$run\" > \"$tmp/eval\" 2>&1 && grep -q '^top1' \"$tmp/eval\"" "$variant: mpx eval"
 done
+
+# The operand casts of fp8 and fixed16 runs (mpx export RUN operands): a row per statistics
+# step, layer and operand; the gradients' casts saw nonzero values; at Q(16, 14) under
+# round-to-nearest some gradients flush to zero; the two roundings train differently.
+for run in "$tmp/fp8-none.h5" "$tmp/fixed16-none.h5" "$tmp/fixed16-none-stochastic.h5"; do
+  layers=$("$MPX" export "$run" layers | tail -n +2 | wc -l)
+  "$MPX" export "$run" operands > "$tmp/ops.tsv" 2>&1
+  check "[ \$? -eq 0 ]" "$run: mpx export operands failed: $(head -1 "$tmp/ops.tsv")"
+  rows=$(tail -n +2 "$tmp/ops.tsv" | wc -l)
+  check "[ $rows -eq $((3 * 3 * layers)) ]" "$run: operands has $rows rows, want 3 steps x $layers layers x 3"
+  dy_nz=$(awk -F'\t' '$5 == "dy" { s += $6 } END { print s + 0 }' "$tmp/ops.tsv")
+  check "[ $dy_nz -gt 0 ]" "$run: no nonzero output gradient was cast"
+done
+flushed() { "$MPX" export "$1" operands | awk -F'\t' '$5 == "dy" { s += $7 } END { print s + 0 }'; }
+f_rne=$(flushed "$tmp/fixed16-none.h5"); f_sr=$(flushed "$tmp/fixed16-none-stochastic.h5")
+check "[ $f_rne -gt 0 ]" "fixed16: no gradient flushed under RNE at Q(16, 14) ($f_sr stochastically)"
+"$MPX" export "$tmp/fixed16-none.h5" train > "$tmp/train_rne.tsv"
+"$MPX" export "$tmp/fixed16-none-stochastic.h5" train > "$tmp/train_sr.tsv"
+check "! cmp -s \"$tmp/train_rne.tsv\" \"$tmp/train_sr.tsv\"" "fixed16: stochastic rounding trained exactly as round-to-nearest"
 
 # What-if counts (log.whatif): FP16's, counted beside an fp16 run's own casts of the same
 # gradients, equal that run's act counts in every layer and statistics step; every recipe has a

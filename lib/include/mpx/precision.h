@@ -28,12 +28,16 @@ extern "C" {
 /* fp8: bf16's storage, with the operands of every convolution, linear layer and batched matmul
  * quantized to FP8 as they are read (E4M3 inputs and weights, E5M2 output gradients: the hybrid
  * format of Transformer Engine) under one of the recipes of mpx_fp8_cfg; FP32 accumulation. */
+/* fixed16: FP32 storage and masters, with the same operands quantized to 16-bit fixed point
+ * Q(16, fixed_frac) as they are read (fixed.h; Gupta et al. 2015), rounded to nearest even or
+ * stochastically by `rounding`; FP32 accumulation. */
 typedef enum {
     MPX_MODE_FP32 = 0,
     MPX_MODE_FP16,
     MPX_MODE_BF16,
     MPX_MODE_TF32,
-    MPX_MODE_FP8
+    MPX_MODE_FP8,
+    MPX_MODE_FIXED16
 } mpx_precision_mode;
 
 /* How fp8 mode scales the GEMM operands it quantizes (fp8.h has the rules):
@@ -92,9 +96,11 @@ typedef struct {
                                  the stored weights, w <- round(w - lr u) under `rounding` */
     int state_in_storage;     /* 1: optimizer state rounded into `low` after every update; 0 */
     mpx_fp8_cfg fp8;          /* fp8 mode: the recipe (gemm_round is F8_E4M3 then) */
+    int fixed_frac;           /* fixed16 mode: fraction bits f of Q(16, f) (14 after init) */
 } mpx_precision;
 
-/* mode_name: "fp32" | "fp16" | "bf16" | "tf32" | "fp8"; rounding_name: "rne" | "stochastic". */
+/* mode_name: "fp32" | "fp16" | "bf16" | "tf32" | "fp8" | "fixed16"; rounding_name: "rne" |
+ * "stochastic". */
 int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *rounding_name,
                        uint64_t seed);
 /* The master-weights ablation: whether low-precision parameters keep FP32 masters, and whether
@@ -102,6 +108,9 @@ int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *roun
  * low format in a mode whose low format is F32. */
 int mpx_precision_set_masters(mpx_precision *p, int master_weights, int state_in_storage);
 mpx_dtype mpx_precision_dtype(const mpx_precision *p, mpx_tensor_role role);
+/* 1 when the mode quantizes the GEMM family's operands as they are read (fp8, fixed16): the
+ * executor then counts those casts per layer (stats.h: operand). */
+int mpx_precision_quantizes_operands(const mpx_precision *p);
 const char *mpx_precision_mode_name(mpx_precision_mode m);
 
 #ifdef __cplusplus

@@ -19,11 +19,12 @@
  *           with a nonzero update d (w <- w - d), the fraction that kept their stored value
  *           (lost), and the mean of |stored change + d| / |d| over them (0: every update
  *           landed exactly);
- *   fp8[k], fp8_scale[k] — precision.mode = fp8 (fp8.h): what the FP8 cast of the layer's GEMM
- *           operands did (k = MPX_FP8_X, MPX_FP8_W: its input and weight, E4M3; MPX_FP8_DY: its
- *           output gradient, E5M2), counted on their values times the scale, as the backward
- *           pass cast them, and the per-tensor scale used (MXFP8: 2^-e for e the midpoint of
- *           the range of its block exponents); zeros in other modes;
+ *   operand[k], operand_scale[k] — precision.mode = fp8 (fp8.h) or fixed16 (fixed.h): what
+ *           the cast of the layer's GEMM operands did (k = MPX_OPERAND_X, MPX_OPERAND_W: its
+ *           input and weight, E4M3 or Q(16, f); MPX_OPERAND_DY: its output gradient, E5M2 or
+ *           Q(16, f)), counted on their values times the scale, as the backward pass cast them,
+ *           and the per-tensor scale used (MXFP8: 2^-e for e the midpoint of the range of its
+ *           block exponents; fixed16: 1); zeros in other modes;
  *   whatif[k], whatif_scale[k] — log.whatif: the same activation gradient (its values before
  *           rounding, as act counts them) counted as recipe k would cast it, without changing
  *           training (MPX_WHATIF_*: FP16, BF16, E5M2 unscaled, E5M2 and E4M3 with a current
@@ -47,13 +48,13 @@ typedef struct {
     float w_mean, w_std, w_min, w_max;
     uint64_t update_nonzero;          /* elements with a nonzero update */
     double update_lost, update_error; /* fraction of those lost; mean relative error */
-    mpx_cast_stats fp8[3];            /* MPX_FP8_X, MPX_FP8_W, MPX_FP8_DY */
-    double fp8_scale[3];
+    mpx_cast_stats operand[3]; /* MPX_OPERAND_X, MPX_OPERAND_W, MPX_OPERAND_DY */
+    double operand_scale[3];
     mpx_cast_stats whatif[6];         /* MPX_WHATIF_* */
     double whatif_scale[6];
 } mpx_layer_stats;
 
-enum { MPX_FP8_X = 0, MPX_FP8_W, MPX_FP8_DY };
+enum { MPX_OPERAND_X = 0, MPX_OPERAND_W, MPX_OPERAND_DY };
 enum {
     MPX_WHATIF_F16 = 0,
     MPX_WHATIF_BF16,

@@ -1,0 +1,32 @@
+/* graph_fixed.c — fixed16 mode's GEMM operands (precision.h; the format in fixed.h).
+ *
+ * Every operand a convolution, linear layer or batched matmul reads (its input and weight, and
+ * in the backward passes its output gradient) is quantized to Q(16, f) as it is read, into FP32
+ * scratch that the FP32 operator then multiplies: Gupta et al.'s fixed-point GEMM inputs with
+ * high-precision accumulation. Stochastic rounding draws from a stream named by the step, the
+ * node and the operand, so an input read again by the backward pass rounds the same way as in
+ * the forward pass. Statistics steps count each cast into the layer's row (stats.h: operand).
+ */
+#include "graph_ops.h"
+#include "mpx/fixed.h"
+
+mpx_status fixed_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
+    if (!v->data) return MPX_OK;
+    if (g->be->device != MPX_DEV_CPU)
+        return mpx_fail(MPX_ERR_UNSUPPORTED, "precision.mode = fixed16 runs on the CPU backend "
+                                             "only (no CUDA fixed-point casts yet)");
+    const int64_t count = mpx_tensor_numel(v);
+    float *f = scratch_take(g, count);
+    if (!f) return scratch_fail(g, "a fixed-point operand");
+    g->be->decode(g->be, v->dtype, v->data, f, (size_t)count); /* F32: a copy */
+    mpx_layer_stats *ls =
+        g->pass && g->pass->bw->stats && n->layer >= 0 ? &g->pass->bw->stats[n->layer] : NULL;
+    const mpx_fixed_spec s = {g->prec.fixed_frac, g->prec.rounding, g->prec.seed,
+                              round_stream(g->step, 4 * (int)(n - g->nodes) + slot, RS_OPERAND),
+                              0};
+    mpx_fixed_quantize(&s, f, f, (size_t)count, ls ? &ls->operand[slot] : NULL);
+    if (ls) ls->operand_scale[slot] = 1.0;
+    v->data = f;
+    v->dtype = MPX_F32;
+    return MPX_OK;
+}

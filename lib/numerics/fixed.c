@@ -1,0 +1,100 @@
+/* fixed.c — Q(16, f) fixed point (fixed.h): the scalar cast, and the counted quantize that the
+ * executor applies to the GEMM family's operands in precision.mode = fixed16.
+ *
+ * Chunks of QCHUNK elements draw their random words by counter (offset + i), so neither the
+ * values nor the counts depend on how chunks are shared among threads.
+ */
+#include "mpx/fixed.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "lib/numerics/fp_bits.h"
+#include "lib/numerics/kernels.h"
+#include "mpx/rng.h"
+
+enum { QCHUNK = 2048 };
+
+int16_t mpx_f32_to_q16(float x, int frac, int stochastic, uint32_t rnd, int *saturated) {
+    int sat = 0;
+    int32_t q;
+    if (isnan(x)) {
+        q = 0;
+    } else {
+        const float v = x * ldexpf(1.0f, frac); /* exact: a power of two (Inf past FP32's range) */
+        const float a = fabsf(v);
+        float m; /* |v| rounded to an integer */
+        if (!(a < 0x1p23f)) {
+            m = a; /* already an integer (or Inf): saturates below */
+        } else if (stochastic) {
+            const float lo = floorf(a);
+            const double up = floor(0x1p32 * (double)(a - lo)); /* a - lo is exact */
+            m = lo + ((double)rnd < up ? 1.0f : 0.0f);
+        } else {
+            m = rintf(a); /* the default rounding mode: to nearest even */
+        }
+        const float r = copysignf(m, v);
+        if (r > 32767.0f) {
+            q = 32767;
+            sat = 1;
+        } else if (r < -32768.0f) {
+            q = -32768;
+            sat = 1;
+        } else {
+            q = (int32_t)r;
+        }
+    }
+    if (saturated) *saturated = sat;
+    return (int16_t)q;
+}
+
+float mpx_q16_to_f32(int16_t q, int frac) { return ldexpf((float)q, -frac); }
+
+/* One chunk: quantize m elements, counting into st when it is not NULL. */
+static void quantize_chunk(const mpx_fixed_spec *s, int stochastic, const float *src, float *dst,
+                           size_t i0, size_t m, mpx_cast_stats *st) {
+    uint32_t rnd[QCHUNK];
+    if (stochastic) {
+        const uint64_t stream = (uint64_t)MPX_RNG_ROUNDING ^ s->stream;
+        if (mpx_impl_current() == MPX_IMPL_AVX512)
+            mpx_k_rand_avx512(s->seed, stream, s->offset + i0, rnd, m);
+        else
+            mpx_k_rand_c(s->seed, stream, s->offset + i0, rnd, m);
+    }
+    const float min = ldexpf(1.0f, -s->frac);
+    for (size_t j = 0; j < m; j++) {
+        const float x = src[i0 + j];
+        int sat;
+        const int16_t q = mpx_f32_to_q16(x, s->frac, stochastic, stochastic ? rnd[j] : 0u, &sat);
+        const int fin = isfinite(x);
+        dst[i0 + j] = fin ? mpx_q16_to_f32(q, s->frac) : x;
+        if (!st) continue;
+        const int nz = x != 0.0f;
+        st->nonzero += nz;
+        st->nonfinite += !fin;
+        st->below_min += nz && fin && fabsf(x) < min;
+        st->flushed += nz && fin && q == 0;
+        st->overflow += fin && sat;
+        st->hist[mpx_fp_hist_bin(mpx_fp_bits(x))]++;
+    }
+    if (st) st->count += m;
+}
+
+void mpx_fixed_quantize(const mpx_fixed_spec *s, const float *src, float *dst, size_t n,
+                        mpx_cast_stats *stats) {
+    const int stochastic = s->rounding == MPX_ROUND_STOCHASTIC;
+    const long chunks = (long)((n + QCHUNK - 1) / QCHUNK);
+#pragma omp parallel if (n >= 8 * QCHUNK)
+    {
+        mpx_cast_stats local;
+        memset(&local, 0, sizeof local);
+#pragma omp for schedule(static)
+        for (long c = 0; c < chunks; c++) {
+            const size_t i0 = (size_t)c * QCHUNK, m = n - i0 < QCHUNK ? n - i0 : QCHUNK;
+            quantize_chunk(s, stochastic, src, dst, i0, m, stats ? &local : NULL);
+        }
+        if (stats)
+#pragma omp critical(mpx_fixed_stats)
+            mpx_cast_stats_add(stats, &local);
+    }
+}
