@@ -13,10 +13,10 @@
  * least per chunk: the partials stay under 1/16 of x's FP32 bytes, 2 doubles per 64 values).
  * The variance uses sums shifted by the first row (x - x[0]), which keeps E[d^2] - E[d]^2 free
  * of the cancellation of the unshifted formula at the cost of a single read pass. Chunk
- * partials live in a buffer that grows to the largest shape seen (ops run on one thread at a
- * time), so steady-state training allocates nothing here. x, y, dy and dx may each be stored as
- * F32, F16 or BF16 (tile.h: decoded as loaded, rounded to nearest as stored; the per-channel
- * vectors are FP32); the passes run over tiles of rows, so the sums' order is the FP32 path's.
+ * partials live in a buffer of the call's own (ops keep no state between calls). x, y, dy and dx
+ * may each be stored as F32, F16 or BF16 (tile.h: decoded as loaded, rounded to nearest as
+ * stored; the per-channel vectors are FP32); the passes run over tiles of rows, so the sums'
+ * order is the FP32 path's.
  */
 #include <math.h>
 #include <stdint.h>
@@ -50,14 +50,6 @@ static mpx_status bn_channel_vec(const char *op, const char *name, const mpx_ten
     return ops_expect_dim(op, name, t, 0, c, "C, the last dim of x");
 }
 
-/* Rows per chunk and the number of chunks: a function of M only. */
-static int64_t chunking(int64_t m, int64_t *rows) {
-    int64_t r = (m + MAX_CHUNKS - 1) / MAX_CHUNKS;
-    if (r < CHUNK_MIN) r = CHUNK_MIN;
-    *rows = r;
-    return (m + r - 1) / r;
-}
-
 /* Per-channel totals t1[C], t2[C] of the chunk partials (part as chunk_sums leaves it): each
  * group's partials added in chunk order onto its first, then the group sums added in group
  * order starting from 0 (lib/cuda/batchnorm.cu adds in the same order; a group sum's sign of
@@ -82,19 +74,6 @@ static void add_partials(double *part, int64_t nchunks, int64_t c, double *t1, d
             t2[j] += a2[j];
         }
     }
-}
-
-/* The partial-sum buffer, grown to the largest request seen. */
-static double *partials(int64_t n) {
-    static double *buf;
-    static int64_t cap;
-    if (n > cap) {
-        double *p = realloc(buf, (size_t)n * sizeof *p);
-        if (!p) return NULL;
-        buf = p;
-        cap = n;
-    }
-    return buf;
 }
 
 /* The fused ReLU's backward (attr.relu_dy): the forward's FP32 result v = (x - mean) * scale +
@@ -254,8 +233,8 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
     }
     const float *g = gamma->data, *bt = beta->data;
     float *rm = running_mean->data, *rv = running_var->data;
-    int64_t rows, nchunks = chunking(m, &rows);
-    double *part = partials(2 * nchunks * c + 4 * c);
+    int64_t rows, nchunks = ops_chunking(m, CHUNK_MIN, MAX_CHUNKS, &rows);
+    double *part = malloc((size_t)(2 * nchunks * c + 4 * c) * sizeof *part);
     if (!part) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for partial sums", FWD);
     double *tot = part + 2 * nchunks * c; /* two totals per channel */
     float *mean = (float *)(tot + 2 * c), *scale = mean + c, *x0 = scale + c; /* 3C floats */
@@ -266,7 +245,11 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
         add_partials(part, nchunks, c, tot, tot + c);
         double mt = (double)m; /* the rows the statistics count */
         if (a->reduce) {
-            MPX_TRY(a->reduce(a->reduce_ctx, tot, x0, c, m));
+            const mpx_status st = a->reduce(a->reduce_ctx, tot, x0, c, m);
+            if (st != MPX_OK) {
+                free(part);
+                return st;
+            }
             mt *= a->replicas > 1 ? a->replicas : 1;
         }
         const double mom = a->momentum;
@@ -301,6 +284,7 @@ mpx_status mpx_batchnorm_forward_cpu(const mpx_batchnorm_attr *a, const mpx_tens
         tile_forward(xs, ys, mn, sc, bb, t.i1 - t.i0, w, relu);
         tile_store(y, off, len, ys);
     }
+    free(part);
     return MPX_OK;
 }
 
@@ -342,8 +326,8 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
     const float *g = gamma->data;
     const float *sm = save_mean->data, *si = save_invstd->data;
     float *dg = dgamma->data, *db = dbeta->data;
-    int64_t rows, nchunks = chunking(m, &rows);
-    double *part = partials(2 * nchunks * c + 2 * c + 2 * c + c);
+    int64_t rows, nchunks = ops_chunking(m, CHUNK_MIN, MAX_CHUNKS, &rows);
+    double *part = malloc((size_t)(2 * nchunks * c + 2 * c + 2 * c + c) * sizeof *part);
     if (!part) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for partial sums", BWD);
     /* the forward's scale (batchnorm forward), C floats after the totals and coefficients */
     float *scale = (float *)(part + 2 * nchunks * c + 4 * c);
@@ -354,7 +338,11 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
     add_partials(part, nchunks, c, tot, tot + c);
     double mt = (double)m;
     if (a->reduce) {
-        MPX_TRY(a->reduce(a->reduce_ctx, tot, NULL, c, m));
+        const mpx_status st = a->reduce(a->reduce_ctx, tot, NULL, c, m);
+        if (st != MPX_OK) {
+            free(part);
+            return st;
+        }
         mt *= a->replicas > 1 ? a->replicas : 1;
     }
     float *k = (float *)(tot + 2 * c), *mdb = k + c, *mdg = mdb + c; /* 3C floats in 2C doubles */
@@ -383,5 +371,6 @@ mpx_status mpx_batchnorm_backward_cpu(const mpx_batchnorm_attr *a, const mpx_ten
                       mask.t, t.i1 - t.i0, w);
         tile_store(dx, off, len, dxs);
     }
+    free(part);
     return MPX_OK;
 }

@@ -45,27 +45,6 @@ static mpx_status l2_row_stat(const char *op, const char *name, const mpx_tensor
                     op, name, mpx_shape_str(t->ndim, t->shape, buf, sizeof buf), (long long)m);
 }
 
-/* Rows per chunk and the number of chunks: a function of M only. */
-static int64_t chunking(int64_t m, int64_t *rows) {
-    int64_t r = (m + MAX_CHUNKS - 1) / MAX_CHUNKS;
-    if (r < CHUNK_MIN) r = CHUNK_MIN;
-    *rows = r;
-    return (m + r - 1) / r;
-}
-
-/* The partial-sum buffer, grown to the largest request seen. */
-static double *partials(int64_t n) {
-    static double *buf;
-    static int64_t cap;
-    if (n > cap) {
-        double *p = realloc(buf, (size_t)n * sizeof *p);
-        if (!p) return NULL;
-        buf = p;
-        cap = n;
-    }
-    return buf;
-}
-
 mpx_status mpx_l2norm_forward_cpu(float eps, const mpx_tensor *x, const mpx_tensor *gamma,
                                   mpx_tensor *save_inv, mpx_tensor *y) {
     if (!(eps > 0 && isfinite(eps)))
@@ -109,8 +88,8 @@ mpx_status mpx_l2norm_backward_cpu(const mpx_tensor *dy, const mpx_tensor *x,
     MPX_TRY(l2_channel_vec(BWD, "dgamma", dgamma, c));
     const float *dyd = dy->data, *xd = x->data, *g = gamma->data, *si = save_inv->data;
     float *dxd = dx->data, *dg = dgamma->data;
-    int64_t rows, nchunks = chunking(m, &rows);
-    double *part = partials(nchunks * c);
+    int64_t rows, nchunks = ops_chunking(m, CHUNK_MIN, MAX_CHUNKS, &rows);
+    double *part = malloc((size_t)(nchunks * c) * sizeof *part);
     if (!part) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for partial sums", BWD);
 #pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN && nchunks > 1)
     for (int64_t k = 0; k < nchunks; k++) {
@@ -139,5 +118,6 @@ mpx_status mpx_l2norm_backward_cpu(const mpx_tensor *dy, const mpx_tensor *x,
         for (int64_t k = 0; k < nchunks; k++) sdg += part[k * c + j];
         dg[j] = (float)sdg;
     }
+    free(part);
     return MPX_OK;
 }

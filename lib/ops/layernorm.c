@@ -10,8 +10,7 @@
  * on the thread count. dgamma and dbeta are column sums over all rows; as in batchnorm.c they
  * are accumulated in double over fixed chunks of rows (the chunking depends only on M) and the
  * chunk partials are added in chunk order, so they are bit-identical across thread counts.
- * Chunk partials live in a buffer that grows to the largest shape seen (ops run on one thread
- * at a time), so steady-state training allocates nothing here.
+ * Chunk partials live in a buffer of the call's own (ops keep no state between calls).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -46,27 +45,6 @@ static mpx_status ln_row_stat(const char *op, const char *name, const mpx_tensor
     char buf[96];
     return mpx_fail(MPX_ERR_INPUT, "%s: %s has shape %s, expected %lld elements (M, the rows of x)",
                     op, name, mpx_shape_str(t->ndim, t->shape, buf, sizeof buf), (long long)m);
-}
-
-/* Rows per chunk and the number of chunks: a function of M only. */
-static int64_t chunking(int64_t m, int64_t *rows) {
-    int64_t r = (m + MAX_CHUNKS - 1) / MAX_CHUNKS;
-    if (r < CHUNK_MIN) r = CHUNK_MIN;
-    *rows = r;
-    return (m + r - 1) / r;
-}
-
-/* The partial-sum buffer, grown to the largest request seen. */
-static double *partials(int64_t n) {
-    static double *buf;
-    static int64_t cap;
-    if (n > cap) {
-        double *p = realloc(buf, (size_t)n * sizeof *p);
-        if (!p) return NULL;
-        buf = p;
-        cap = n;
-    }
-    return buf;
 }
 
 mpx_status mpx_layernorm_forward_cpu(float eps, const mpx_tensor *x, const mpx_tensor *gamma,
@@ -125,8 +103,8 @@ mpx_status mpx_layernorm_backward_cpu(const mpx_tensor *dy, const mpx_tensor *x,
     const float *dyd = dy->data, *xd = x->data, *g = gamma->data;
     const float *sm = save_mean->data, *si = save_invstd->data;
     float *dxd = dx->data, *dg = dgamma->data, *db = dbeta->data;
-    int64_t rows, nchunks = chunking(m, &rows);
-    double *part = partials(2 * nchunks * c);
+    int64_t rows, nchunks = ops_chunking(m, CHUNK_MIN, MAX_CHUNKS, &rows);
+    double *part = malloc((size_t)(2 * nchunks * c) * sizeof *part);
     if (!part) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for partial sums", BWD);
     const double dc = (double)c;
 #pragma omp parallel for schedule(static) if (m * c >= OPS_PAR_MIN && nchunks > 1)
@@ -163,5 +141,6 @@ mpx_status mpx_layernorm_backward_cpu(const mpx_tensor *dy, const mpx_tensor *x,
         db[j] = (float)sdb;
         dg[j] = (float)sdg;
     }
+    free(part);
     return MPX_OK;
 }

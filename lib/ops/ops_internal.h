@@ -54,6 +54,18 @@ int ops_lowp_pair(const mpx_tensor *a, const mpx_tensor *b);
 /* t's dtype is F32, or a 16-bit format: for the checks of ops that take either. */
 mpx_status ops_expect_float(const char *op, const char *name, const mpx_tensor *t, int ndim);
 
+/* The row chunks of the norm ops' deterministic reductions: rows per chunk (at least
+ * chunk_min, enough that there are at most max_chunks) into *rows, and the number of chunks; a
+ * function of m alone, so the summation order does not depend on the thread count. The
+ * partial sums live in a buffer the op allocates per call (no state kept between calls). */
+static inline int64_t ops_chunking(int64_t m, int64_t chunk_min, int64_t max_chunks,
+                                   int64_t *rows) {
+    int64_t r = (m + max_chunks - 1) / max_chunks;
+    if (r < chunk_min) r = chunk_min;
+    *rows = r;
+    return (m + r - 1) / r;
+}
+
 /* Column sums of a row-major [m, n] matrix into out[n], accumulated in double in row order
  * (deterministic whatever the thread count: threads split the columns, never the rows). */
 void ops_column_sums(const float *x, int64_t m, int64_t n, float *out);
