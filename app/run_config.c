@@ -169,7 +169,8 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"log", "stats_every", MPX_CFG_INT, "100", NULL, 0, 1e12, "per-layer statistics every N steps; 0: off"},
     {"log", "whatif", MPX_CFG_STRING, "", NULL, NR,
      "statistics steps also count every activation gradient as these recipes would cast it "
-     "(comma-separated: fp16, bf16, e5m2, e5m2_current, e4m3_current, mxfp8_e5m2, or all; CPU)"},
+     "(comma-separated: fp16, bf16, e5m2, e5m2_current, e4m3_current, mxfp8_e5m2, mxfp4, nvfp4, "
+     "or all; CPU)"},
     {"log", "log_every", MPX_CFG_INT, "50", NULL, 1, 1e12, "plain log line every N steps (no TTY)"},
     {"log", "progress", MPX_CFG_ENUM, "auto", "auto|always|never", NR, "progress line"},
 };
@@ -407,7 +408,7 @@ static mpx_status whatif_from(mpx_config *cfg, mpx_log_cfg *l) {
         if (k == MPX_WHATIF_N)
             return contradiction(cfg, "log.whatif",
                                  "unknown recipe (fp16, bf16, e5m2, e5m2_current, e4m3_current, "
-                                 "mxfp8_e5m2, all)");
+                                 "mxfp8_e5m2, mxfp4, nvfp4, all)");
         l->whatif |= 1u << k;
     }
     return MPX_OK;

@@ -1,8 +1,9 @@
 /* graph_whatif.c — "which format would this layer survive in": on statistics steps, every
  * observed activation gradient is also counted as other recipes would cast it (stats.h:
  * whatif), from the same FP32 values the layer's own counts read, without changing training.
- * Per recipe: the format (FP16, BF16, E5M2, E4M3), its scale (none; a current per-tensor scale
- * max / amax as Transformer Engine's; MXFP8's E8M0 blocks along the rows) and the one counted
+ * Per recipe: the format (FP16, BF16, E5M2, E4M3, E2M1), its scale (none; a current per-tensor
+ * scale max / amax as Transformer Engine's; MXFP8's and MXFP4's E8M0 blocks along the rows;
+ * NVFP4's E4M3 blocks under an FP32 tensor scale, fp4.h) and the one counted
  * cast into FP8/16-bit scratch that is thrown away. CPU backend (the counts go straight into the
  * host's statistics rows).
  */
@@ -10,10 +11,11 @@
 #include <string.h>
 
 #include "graph_internal.h"
+#include "mpx/fp4.h"
 #include "mpx/fp8.h"
 
-const char *const mpx_whatif_names[MPX_WHATIF_N] = {"fp16", "bf16", "e5m2", "e5m2_current",
-                                                   "e4m3_current", "mxfp8_e5m2"};
+const char *const mpx_whatif_names[MPX_WHATIF_N] = {
+    "fp16", "bf16", "e5m2", "e5m2_current", "e4m3_current", "mxfp8_e5m2", "mxfp4", "nvfp4"};
 
 mpx_status mpx_graph_whatif(mpx_graph *g, unsigned mask) {
     if (mask >> MPX_WHATIF_N)
@@ -26,16 +28,25 @@ mpx_status mpx_graph_whatif(mpx_graph *g, unsigned mask) {
 /* Recipe k's count of the n values x * multiplier into row. */
 static mpx_status count_one(mpx_graph *g, int k, const float *src, size_t n, float multiplier,
                             mpx_layer_stats *row) {
-    static const mpx_dtype fmt[MPX_WHATIF_N] = {MPX_F16,     MPX_BF16,    MPX_F8_E5M2,
-                                                MPX_F8_E5M2, MPX_F8_E4M3, MPX_F8_E5M2};
+    static const mpx_dtype fmt[MPX_WHATIF_N] = {MPX_F16,     MPX_BF16,    MPX_F8_E5M2, MPX_F8_E5M2,
+                                                MPX_F8_E4M3, MPX_F8_E5M2, MPX_F32,     MPX_F32};
     mpx_cast_stats *st = &row->whatif[k];
-    if (k == MPX_WHATIF_MXFP8_E5M2) {
+    if (k == MPX_WHATIF_MXFP8_E5M2 || k == MPX_WHATIF_MXFP4 || k == MPX_WHATIF_NVFP4) {
         float *f = scratch_take(g, (int64_t)n);
         if (!f) return scratch_fail(g, "a what-if count");
         for (size_t i = 0; i < n; i++) f[i] = src[i] * multiplier; /* the cast's own product */
+        /* blocks of consecutive values: along the channels of an NHWC gradient */
+        if (k == MPX_WHATIF_NVFP4) {
+            mpx_nvfp4_scales sc;
+            mpx_nvfp4_quantize(f, f, n, n, st, &sc);
+            row->whatif_scale[k] = sc.tensor_scale > 0 ? 1.0 / sc.tensor_scale : 1.0;
+            return MPX_OK;
+        }
         mpx_mx_scales sc;
-        /* blocks of 32 consecutive values: along the channels of an NHWC gradient */
-        mpx_mx_quantize(fmt[k], MPX_MX_FLOOR, f, f, n, n, st, &sc);
+        if (k == MPX_WHATIF_MXFP4)
+            mpx_mxfp4_quantize(MPX_MX_FLOOR, f, f, n, n, st, &sc);
+        else
+            mpx_mx_quantize(fmt[k], MPX_MX_FLOOR, f, f, n, n, st, &sc);
         row->whatif_scale[k] = ldexp(1.0, -(sc.min_exp + sc.max_exp) / 2);
         return MPX_OK;
     }

@@ -300,8 +300,9 @@ static mpx_status export_layers(reader *rd, const mpx_export_opts *o, FILE *out)
 
 /* Read stats row k of the members first..last into bufs (one [L(, 83)] row each). */
 static mpx_status read_stats_row(reader *rd, int first, int last, int64_t k, void **bufs) {
-    for (int m = first; m <= last; m++)
-        MPX_TRY(read_rows(rd, rd->stats[m], &rl_stats[m], k, 1, bufs[m - first]));
+    for (int m = first; m <= last; m++) /* a member an older file lacks stays zero */
+        if (rd->stats[m] >= 0)
+            MPX_TRY(read_rows(rd, rd->stats[m], &rl_stats[m], k, 1, bufs[m - first]));
     return MPX_OK;
 }
 
@@ -440,6 +441,7 @@ static mpx_status export_whatif(reader *rd, int64_t l0, int64_t l1, int64_t k0, 
         if ((st = read_stats_row(rd, FIRST, LAST, k, b)) != MPX_OK) break;
         for (int64_t l = l0; l < l1; l++)
             for (int r = 0; r < MPX_WHATIF_N; r++) {
+                if (rd->stats[FIRST + 4 * r] < 0) continue; /* a recipe newer than the file */
                 const uint64_t nz = ((uint64_t *)b[4 * r])[l], fl = ((uint64_t *)b[4 * r + 1])[l];
                 fprintf(out, "%" PRId64 "\t%" PRId64 "\t%s\t%s\t%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
                         "\t%.9g\t%.9g\n", rd->steps[k], l, rd->names[l], rd->kinds[l],

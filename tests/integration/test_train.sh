@@ -96,7 +96,7 @@ check "[ $? -eq 0 ]" "log.whatif run failed"
 "$MPX" export "$tmp/whatif.h5" whatif | awk -F'\t' 'NR > 1 && $5 == "fp16" { print $1, $2, $6, $7 }' > "$tmp/wi.txt"
 "$MPX" export "$tmp/whatif.h5" underflow | awk -F'\t' 'NR > 1 { print $1, $2, $5, $6 }' > "$tmp/uf.txt"
 check "[ -s \"$tmp/wi.txt\" ] && cmp -s \"$tmp/wi.txt\" \"$tmp/uf.txt\"" "what-if fp16 counts differ from the run's own: $(diff "$tmp/wi.txt" "$tmp/uf.txt" | head -3)"
-check "[ \$(\"$MPX\" export \"$tmp/whatif.h5\" whatif | tail -n +2 | wc -l) -eq \$((6 * \$(wc -l < \"$tmp/uf.txt\"))) ]" "what-if: not six recipes per layer and step"
+check "[ \$(\"$MPX\" export \"$tmp/whatif.h5\" whatif | tail -n +2 | wc -l) -eq \$((8 * \$(wc -l < \"$tmp/uf.txt\"))) ]" "what-if: not eight recipes per layer and step"
 check "! \"$MPX\" train \"$tmp/base.cfg\" log.whatif=fp12 --out \"$tmp/bad.h5\" 2>&1 | grep -qv 'log.whatif'" "an unknown what-if recipe is not refused by name"
 
 # Resume: 3 steps, then resume to 6, equals 6 uninterrupted (losses, and the final evaluation).

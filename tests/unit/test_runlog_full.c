@@ -1,7 +1,7 @@
 /* test_runlog_full.c — a full disk while logging is MPX_ERR_IO naming the file, not a crash,
  * and the file keeps everything up to the last successful flush.
  *
- * Mounts a 1 MiB tmpfs (needs root; the test is skipped with a message when the mount is
+ * Mounts a 2 MiB tmpfs (needs root; the test is skipped with a message when the mount is
  * refused), creates a run file on it and logs 10 training rows and one statistics step with
  * incompressible histograms (2 x 40 x 83 x 8 = 53 KB) per round until the disk is full. The
  * first failing call must return MPX_ERR_IO with a message naming the file and the system's
@@ -40,7 +40,7 @@ int main(void) {
     snprintf(mnt, sizeof mnt, "%s/fs", dir);
     int made = mkdir(mnt, 0700) == 0; /* not inside REQUIRE: it evaluates its condition twice */
     REQUIRE(made, "cannot make %s", mnt);
-    if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=2m") != 0) {
         printf("test_runlog_full: skipped: cannot mount a small tmpfs (needs root)\n");
         rmdir(mnt);
         rmdir(dir);

@@ -28,8 +28,9 @@
  *   whatif[k], whatif_scale[k] — log.whatif: the same activation gradient (its values before
  *           rounding, as act counts them) counted as recipe k would cast it, without changing
  *           training (MPX_WHATIF_*: FP16, BF16, E5M2 unscaled, E5M2 and E4M3 with a current
- *           per-tensor scale, MXFP8 E5M2 blocks), and the scale it would use (1 unscaled; for
- *           MXFP8 2^-e for the midpoint e of its block exponents); zeros for recipes not asked.
+ *           per-tensor scale, MXFP8 E5M2 blocks, MXFP4 and NVFP4 E2M1 blocks: fp4.h), and the
+ *           scale it would use (1 unscaled; for MXFP8 and MXFP4 2^-e for the midpoint e of its
+ *           block exponents; NVFP4 1 / its tensor scale); zeros for recipes not asked.
  *           The histogram of a scaled recipe is act's shifted by log2 of its scale.
  */
 #ifndef MPX_STATS_H
@@ -50,8 +51,8 @@ typedef struct {
     double update_lost, update_error; /* fraction of those lost; mean relative error */
     mpx_cast_stats operand[3]; /* MPX_OPERAND_X, MPX_OPERAND_W, MPX_OPERAND_DY */
     double operand_scale[3];
-    mpx_cast_stats whatif[6];         /* MPX_WHATIF_* */
-    double whatif_scale[6];
+    mpx_cast_stats whatif[8]; /* MPX_WHATIF_* */
+    double whatif_scale[8];
 } mpx_layer_stats;
 
 enum { MPX_OPERAND_X = 0, MPX_OPERAND_W, MPX_OPERAND_DY };
@@ -62,10 +63,12 @@ enum {
     MPX_WHATIF_E5M2_CURRENT,
     MPX_WHATIF_E4M3_CURRENT,
     MPX_WHATIF_MXFP8_E5M2,
+    MPX_WHATIF_MXFP4,
+    MPX_WHATIF_NVFP4,
     MPX_WHATIF_N
 };
 /* The recipes' names in log.whatif and the run file: "fp16", "bf16", "e5m2", "e5m2_current",
- * "e4m3_current", "mxfp8_e5m2". */
+ * "e4m3_current", "mxfp8_e5m2", "mxfp4", "nvfp4". */
 extern const char *const mpx_whatif_names[MPX_WHATIF_N];
 
 /* Underflow rate = flushed / nonzero (0 when there is nothing nonzero). */
