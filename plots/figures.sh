@@ -3,7 +3,8 @@
 #
 #   plots/figures.sh MODEL [SCALE]     (run by make experiment-MODEL and make plots)
 #
-# Exports TSV from results/MODEL/SCALE/<method>-s0.h5 with `mpx export` into
+# Exports TSV from the finished results/MODEL/SCALE/<method>-s0.h5 (a .done beside them; the
+# methods of methods.list, then formats.list) with `mpx export` into
 # plots/tsv/MODEL/SCALE/ and draws <n>_<name>.png and .svg with gnuplot into
 # plots/figures/MODEL/SCALE/ when that scale's reference is committed (results/reference/
 # MODEL/SCALE/ exists), else into results/MODEL/SCALE/report/figures/ (ignored by git: a smoke
@@ -36,9 +37,13 @@ mkdir -p "$tsv" "$fig"
 cd "$root"
 
 run() { echo "$runs/$1-s0.h5"; }
-have() { [ -f "$(run "$1")" ]; }
+have() { [ -f "$(run "$1")" ] && [ -f "$(run "$1").done" ]; } # finished runs only, as the table
 methods=()
-while read -r m; do have "$m" && methods+=("$m"); done < <(grep -v '^\s*\(#\|$\)' "$root/experiments/configs/$model/methods.list")
+lists=("$root/experiments/configs/$model/methods.list")
+[ -f "$root/experiments/configs/$model/formats.list" ] && lists+=("$root/experiments/configs/$model/formats.list")
+while read -r m; do
+  have "$m" && [[ " ${methods[*]} " != *" $m "* ]] && methods+=("$m")
+done < <(cat "${lists[@]}" | grep -v '^\s*\(#\|$\)')
 [ ${#methods[@]} -gt 0 ] || { echo "figures: no run files in $runs" >&2; exit 2; }
 label() { echo "$1"; }
 

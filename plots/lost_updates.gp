@@ -13,7 +13,7 @@ set key outside right top font ",10"
 set logscale y
 set format y "10^{%L}"
 set ylabel "lost updates (%)"
-set title "Weight updates lost in storage, all layers (FP32 masters keep them; 16-bit weights without masters lose those below half an ulp)" font ",11"
+set title "Weight updates lost in storage, all layers\n(FP32 masters keep them; 16-bit weights without masters lose those below half an ulp)" font ",11"
 set xlabel "step"
 plot for [i = 1:n] field(i, 1) using 1:($2 > 0 ? $2 : NaN) every ::1 with linespoints pt 7 ps 0.6 title field(i, 3) noenhanced
 set title "Per layer, pooled over the statistics steps" font ",11"
