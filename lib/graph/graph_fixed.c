@@ -12,19 +12,13 @@
 
 mpx_status fixed_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
     if (!v->data) return MPX_OK;
-    if (g->be->device != MPX_DEV_CPU)
-        return mpx_fail(MPX_ERR_UNSUPPORTED, "precision.mode = fixed16 runs on the CPU backend "
-                                             "only (no CUDA fixed-point casts yet)");
-    const int64_t count = mpx_tensor_numel(v);
-    float *f = scratch_take(g, count);
-    if (!f) return scratch_fail(g, "a fixed-point operand");
-    g->be->decode(g->be, v->dtype, v->data, f, (size_t)count); /* F32: a copy */
-    mpx_layer_stats *ls =
-        g->pass && g->pass->bw->stats && n->layer >= 0 ? &g->pass->bw->stats[n->layer] : NULL;
+    float *f;
+    mpx_layer_stats *ls;
+    MPX_TRY(operand_f32(g, n, v, "a fixed-point operand", &f, &ls));
     const mpx_fixed_spec s = {g->prec.fixed_frac, g->prec.rounding, g->prec.seed,
                               round_stream(g->step, 4 * (int)(n - g->nodes) + slot, RS_OPERAND),
                               0};
-    mpx_fixed_quantize(&s, f, f, (size_t)count, ls ? &ls->operand[slot] : NULL);
+    mpx_fixed_quantize(&s, f, f, (size_t)mpx_tensor_numel(v), ls ? &ls->operand[slot] : NULL);
     if (ls) ls->operand_scale[slot] = 1.0;
     v->data = f;
     v->dtype = MPX_F32;

@@ -29,10 +29,11 @@ struct node_fp8 {
 };
 
 mpx_status fp8_init(mpx_graph *g) {
+    if (mpx_precision_quantizes_operands(&g->prec) && g->be->device != MPX_DEV_CPU)
+        return mpx_fail(MPX_ERR_UNSUPPORTED, "precision.mode = %s runs on the CPU backend only "
+                                             "(no CUDA casts for it yet)",
+                        mpx_precision_mode_name(g->prec.mode));
     if (g->prec.gemm_round != MPX_F8_E4M3) return MPX_OK;
-    if (g->be->device != MPX_DEV_CPU)
-        return mpx_fail(MPX_ERR_UNSUPPORTED, "precision.mode = fp8 runs on the CPU backend only "
-                                             "(no CUDA FP8 casts yet)");
     for (int i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];
         if (!op_is_gemm_family(n->op)) continue;
@@ -96,11 +97,9 @@ mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
     const mpx_fp8_cfg *c = &g->prec.fp8;
     const mpx_dtype fmt = slot == MPX_OPERAND_DY ? MPX_F8_E5M2 : MPX_F8_E4M3;
     const int64_t count = mpx_tensor_numel(v);
-    float *f = scratch_take(g, count);
-    if (!f) return scratch_fail(g, "an FP8 operand");
-    g->be->decode(g->be, v->dtype, v->data, f, (size_t)count); /* F32: a copy */
-    mpx_layer_stats *ls =
-        g->pass && g->pass->bw->stats && n->layer >= 0 ? &g->pass->bw->stats[n->layer] : NULL;
+    float *f;
+    mpx_layer_stats *ls;
+    MPX_TRY(operand_f32(g, n, v, "an FP8 operand", &f, &ls));
     mpx_cast_stats *st = ls ? &ls->operand[slot] : NULL;
     if (c->recipe == MPX_FP8_MXFP8) {
         mpx_mx_scales sc;

@@ -256,7 +256,8 @@ mpx_status dist_bn_reduce(void *ctx, double *totals, float *shift, int64_t c, in
 mpx_status dist_bn_attr(const mpx_graph *g, mpx_batchnorm_attr *a);
 
 /* fp8 mode (graph_fp8.c): the GEMM nodes' scaling state made at compile, freed with the graph;
- * the end of a backward pass (delayed scaling's amax histories). */
+ * the end of a backward pass (delayed scaling's amax histories). fp8_init also refuses the
+ * quantizing modes (fp8, fixed16) on a backend without their casts. */
 mpx_status fp8_init(mpx_graph *g);
 void fp8_free(mpx_graph *g);
 mpx_status fp8_pass_end(mpx_graph *g);

@@ -69,6 +69,15 @@ mpx_status move_all(const mpx_graph *g, const mpx_tensor *dst, const mpx_tensor 
     return move_elems(g, dst, 0, src, 0, mpx_tensor_numel(src));
 }
 
+mpx_status operand_f32(mpx_graph *g, const gnode *n, const mpx_tensor *v, const char *what,
+                       float **f, mpx_layer_stats **ls) {
+    const int64_t count = mpx_tensor_numel(v);
+    if (!(*f = scratch_take(g, count))) return scratch_fail(g, what);
+    g->be->decode(g->be, v->dtype, v->data, *f, (size_t)count); /* F32: a copy */
+    *ls = g->pass && g->pass->bw->stats && n->layer >= 0 ? &g->pass->bw->stats[n->layer] : NULL;
+    return MPX_OK;
+}
+
 /* What tensor cores read of FP32 data, done here with the one cast so that every backend
  * multiplies the same values (a device then runs its TF32 units on them exactly). */
 mpx_status gemm_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {

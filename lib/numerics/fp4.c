@@ -74,27 +74,6 @@ static float max_abs_nan(const float *x, size_t n) {
     return m;
 }
 
-/* floor(log2 x) for a finite x > 0. */
-static int floor_log2(double x) {
-    int e;
-    frexp(x, &e);
-    return e - 1;
-}
-
-static int mxfp4_exponent(mpx_mx_rule rule, float amax) {
-    if (!isfinite(amax)) return MPX_MX_NAN_EXP;
-    if (!(amax > 0)) return -127;
-    int e;
-    if (rule == MPX_MX_FLOOR) {
-        e = floor_log2(amax) - 2;
-    } else {
-        const double r = (double)amax / 6.0;
-        e = floor_log2(r);
-        if (ldexp(1.0, e) < r) e++;
-    }
-    return e < -127 ? -127 : e > 127 ? 127 : e;
-}
-
 void mpx_mxfp4_quantize(mpx_mx_rule rule, const float *src, float *dst, size_t n, size_t row,
                         mpx_cast_stats *stats, mpx_mx_scales *sc) {
     if (row == 0 || row > n) row = n;
@@ -104,7 +83,7 @@ void mpx_mxfp4_quantize(mpx_mx_rule rule, const float *src, float *dst, size_t n
         for (size_t b0 = r0; b0 < r1; b0 += MPX_MX_BLOCK) {
             const size_t b1 = b0 + MPX_MX_BLOCK < r1 ? b0 + MPX_MX_BLOCK : r1;
             const float amax = max_abs_nan(src + b0, b1 - b0);
-            const int e = mxfp4_exponent(rule, isnan(amax) ? INFINITY : amax);
+            const int e = mpx_mx_exponent_of(6.0, rule, isnan(amax) ? INFINITY : amax);
             s.blocks++;
             if (e == MPX_MX_NAN_EXP) {
                 s.nan_blocks++;

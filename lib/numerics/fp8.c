@@ -149,13 +149,17 @@ static int floor_log2(double x) {
 }
 
 int mpx_mx_exponent(mpx_dtype fmt, mpx_mx_rule rule, float amax) {
+    return mpx_mx_exponent_of(format_max(fmt), rule, amax);
+}
+
+int mpx_mx_exponent_of(double max, mpx_mx_rule rule, float amax) {
     if (!isfinite(amax)) return MPX_MX_NAN_EXP;
     if (!(amax > 0)) return -127;
     int e;
     if (rule == MPX_MX_FLOOR) {
-        e = floor_log2(amax) - floor_log2(format_max(fmt)); /* emax: 8 (E4M3), 15 (E5M2) */
+        e = floor_log2(amax) - floor_log2(max); /* emax: 8 (E4M3), 15 (E5M2), 2 (E2M1) */
     } else {
-        const double r = (double)amax / format_max(fmt); /* exact enough: only its binade */
+        const double r = (double)amax / max; /* exact enough: only its binade */
         e = floor_log2(r);
         if (ldexp(1.0, e) < r) e++; /* ceil(log2 r) */
     }

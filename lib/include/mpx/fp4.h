@@ -16,7 +16,8 @@
  *
  * Counts (numerics.h's mpx_cast_stats) refer to the element cast of the scaled values: flushed
  * (nonzero -> 0), below_min (below 0.5, the smallest E2M1 value), subnormal (cast to +-0.5),
- * overflow (saturated), histogram of the unscaled values.
+ * overflow (saturated), histogram of the scaled values (the unscaled ones in an NVFP4 block whose
+ * scale rounded to 0, all of them flushed).
  */
 #ifndef MPX_FP4_H
 #define MPX_FP4_H

@@ -62,6 +62,8 @@ enum { MPX_MX_BLOCK = 32, MPX_MX_NAN_EXP = 128 };
 
 /* The shared exponent of a block whose largest |x| is amax (MPX_MX_NAN_EXP for NaN/Inf). */
 int mpx_mx_exponent(mpx_dtype fmt, mpx_mx_rule rule, float amax);
+/* The same for an element format whose largest value is max (E2M1's 6: fp4.h). */
+int mpx_mx_exponent_of(double max, mpx_mx_rule rule, float amax);
 
 /* The scales of a quantized tensor: how many blocks, the smallest and largest exponent, how many
  * all-zero and non-finite blocks. */
