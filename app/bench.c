@@ -104,24 +104,26 @@ double mpx_median_ci(double *v, int n, double *lo, double *hi) {
 static double sgemm_rate(mpx_gemm_impl impl, int m, int n, int k) {
     float *a = calloc((size_t)m * k, sizeof *a), *b = calloc((size_t)k * n, sizeof *b),
           *c = calloc((size_t)m * n, sizeof *c);
-    if (!a || !b || !c) {
+    mpx_cpu_ctx *ctx = mpx_cpu_ctx_create();
+    if (!a || !b || !c || !ctx) {
         free(a);
         free(b);
         free(c);
+        mpx_cpu_ctx_free(ctx);
         return NAN;
     }
     for (size_t i = 0; i < (size_t)m * k; i++) a[i] = (float)((i * 7919) % 13) * 0.1f;
     for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)((i * 104729) % 11) * 0.1f;
-    mpx_sgemm_force(impl);
+    mpx_sgemm_force(ctx, impl);
     double flops = 2.0 * m * n * k, best = 1e30;
     int reps = (int)fmin(20, fmax(3, 2e10 / flops));
-    mpx_sgemm(0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); /* warm-up */
+    mpx_sgemm(ctx, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); /* warm-up */
     for (int r = 0; r < reps; r++) {
         double t0 = mpx_now();
-        mpx_sgemm(0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+        mpx_sgemm(ctx, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
         best = fmin(best, mpx_now() - t0);
     }
-    mpx_sgemm_force(MPX_GEMM_AUTO);
+    mpx_cpu_ctx_free(ctx);
     free(a);
     free(b);
     free(c);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "mpx/backend.h"
 #include "mpx/ops.h"
 
 const char *cli_op_path(mpx_precision_mode mode, int direct_io, char *buf, size_t cap) {
@@ -30,8 +31,12 @@ const char *cli_op_path(mpx_precision_mode mode, int direct_io, char *buf, size_
         snprintf(buf, cap, "as fp32, on GEMM operands quantized to 16-bit fixed point first");
         break;
     case MPX_MODE_BF16:
-    case MPX_MODE_FP16:
-        mpx_gemm_lowp_path(mode == MPX_MODE_BF16 ? MPX_BF16 : MPX_F16, path, sizeof path);
+    case MPX_MODE_FP16: {
+        mpx_cpu_ctx *ctx = mpx_backend_cpu_ctx(mpx_backend_cpu());
+        if (ctx)
+            mpx_gemm_lowp_path(ctx, mode == MPX_MODE_BF16 ? MPX_BF16 : MPX_F16, path, sizeof path);
+        else
+            snprintf(path, sizeof path, "(unknown: %s)", mpx_error_message());
         if (!direct_io)
             snprintf(buf, cap,
                      "every op FP32 on decoded values (precision.direct_io = false; the GEMM "
@@ -43,6 +48,7 @@ const char *cli_op_path(mpx_precision_mode mode, int direct_io, char *buf, size_
                      "FP32 on decoded values",
                      path);
         break;
+    }
     }
     return buf;
 }

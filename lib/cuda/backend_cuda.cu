@@ -204,7 +204,9 @@ static void cuda_scaled_sub(const mpx_backend *be, float *w, const float *u, siz
 }
 
 /* ---- the table's entries that are functions of the operator files (cuda.h), with the backend
- * they belong to (state lives in those files today: the cuBLAS and cuDNN handles) ---- */
+ * they belong to (its state: the operators' context, handed to the GEMMs and convolutions) ---- */
+
+static mpx_cuda_ctx *ctx_of(const mpx_backend *be) { return (mpx_cuda_ctx *)be->state; }
 
 static mpx_status cuda_allreduce_sum(const mpx_backend *be, float *x, size_t n,
                                      float post_scale) {
@@ -222,14 +224,10 @@ static mpx_status cuda_last_error(const mpx_backend *be) {
     return mpx_backend_cuda_error();
 }
 
-static size_t cuda_scratch_peak(const mpx_backend *be) {
-    (void)be;
-    return mpx_cuda_scratch_peak();
-}
+static size_t cuda_scratch_peak(const mpx_backend *be) { return mpx_cuda_scratch_peak(ctx_of(be)); }
 
 static int64_t cuda_conv16_fallbacks(const mpx_backend *be) {
-    (void)be;
-    return mpx_cuda_conv16_fallbacks();
+    return mpx_cuda_conv16_fallbacks(ctx_of(be));
 }
 
 static mpx_status cuda_relu_forward(const mpx_backend *be, const mpx_tensor *x, mpx_tensor *y) {
@@ -270,21 +268,18 @@ static mpx_status cuda_avgpool_global_backward(const mpx_backend *be, const mpx_
 
 static mpx_status cuda_linear_forward(const mpx_backend *be, const mpx_tensor *x,
                                       const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y) {
-    (void)be;
-    return mpx_linear_forward_cuda(x, w, b, y);
+    return mpx_linear_forward_cuda(ctx_of(be), x, w, b, y);
 }
 
 static mpx_status cuda_linear_backward_data(const mpx_backend *be, const mpx_tensor *dy,
                                             const mpx_tensor *w, mpx_tensor *dx) {
-    (void)be;
-    return mpx_linear_backward_data_cuda(dy, w, dx);
+    return mpx_linear_backward_data_cuda(ctx_of(be), dy, w, dx);
 }
 
 static mpx_status cuda_linear_backward_weights(const mpx_backend *be, const mpx_tensor *dy,
                                                const mpx_tensor *x, mpx_tensor *dw,
                                                mpx_tensor *db) {
-    (void)be;
-    return mpx_linear_backward_weights_cuda(dy, x, dw, db);
+    return mpx_linear_backward_weights_cuda(ctx_of(be), dy, x, dw, db);
 }
 
 static mpx_status cuda_add_forward(const mpx_backend *be, const mpx_tensor *a, const mpx_tensor *b,
@@ -314,21 +309,18 @@ static mpx_status cuda_softmax_ce_backward(const mpx_backend *be, const mpx_tens
 
 static mpx_status cuda_linear_t_forward(const mpx_backend *be, const mpx_tensor *x,
                                         const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y) {
-    (void)be;
-    return mpx_linear_t_forward_cuda(x, w, b, y);
+    return mpx_linear_t_forward_cuda(ctx_of(be), x, w, b, y);
 }
 
 static mpx_status cuda_linear_t_backward_data(const mpx_backend *be, const mpx_tensor *dy,
                                               const mpx_tensor *w, mpx_tensor *dx) {
-    (void)be;
-    return mpx_linear_t_backward_data_cuda(dy, w, dx);
+    return mpx_linear_t_backward_data_cuda(ctx_of(be), dy, w, dx);
 }
 
 static mpx_status cuda_linear_t_backward_weights(const mpx_backend *be, const mpx_tensor *dy,
                                                  const mpx_tensor *x, mpx_tensor *dw,
                                                  mpx_tensor *db) {
-    (void)be;
-    return mpx_linear_t_backward_weights_cuda(dy, x, dw, db);
+    return mpx_linear_t_backward_weights_cuda(ctx_of(be), dy, x, dw, db);
 }
 
 static mpx_status cuda_layernorm_forward(const mpx_backend *be, float eps, const mpx_tensor *x,
@@ -388,15 +380,13 @@ static mpx_status cuda_embedding_backward(const mpx_backend *be, const mpx_tenso
 
 static mpx_status cuda_bmm_forward(const mpx_backend *be, const mpx_bmm_attr *at,
                                    const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *c) {
-    (void)be;
-    return mpx_bmm_forward_cuda(at, a, b, c);
+    return mpx_bmm_forward_cuda(ctx_of(be), at, a, b, c);
 }
 
 static mpx_status cuda_bmm_backward(const mpx_backend *be, const mpx_bmm_attr *at,
                                     const mpx_tensor *dc, const mpx_tensor *a, const mpx_tensor *b,
                                     mpx_tensor *da, mpx_tensor *db) {
-    (void)be;
-    return mpx_bmm_backward_cuda(at, dc, a, b, da, db);
+    return mpx_bmm_backward_cuda(ctx_of(be), at, dc, a, b, da, db);
 }
 
 static mpx_status cuda_softmax_forward(const mpx_backend *be, float scale, const mpx_tensor *x,
@@ -438,43 +428,37 @@ static mpx_status cuda_permute_backward(const mpx_backend *be, const int *perm,
 static mpx_status cuda_conv2d_forward(const mpx_backend *be, const mpx_conv2d_attr *a,
                                       const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
                                       mpx_tensor *y) {
-    (void)be;
-    return mpx_conv2d_forward_cuda(a, x, w, b, y);
+    return mpx_conv2d_forward_cuda(ctx_of(be), a, x, w, b, y);
 }
 
 static mpx_status cuda_conv2d_backward_data(const mpx_backend *be, const mpx_conv2d_attr *a,
                                             const mpx_tensor *dy, const mpx_tensor *w,
                                             mpx_tensor *dx) {
-    (void)be;
-    return mpx_conv2d_backward_data_cuda(a, dy, w, dx);
+    return mpx_conv2d_backward_data_cuda(ctx_of(be), a, dy, w, dx);
 }
 
 static mpx_status cuda_conv2d_backward_data_scaled(const mpx_backend *be, const mpx_conv2d_attr *a,
                                                    float scale, const mpx_tensor *dy,
                                                    const mpx_tensor *w, mpx_tensor *dx) {
-    (void)be;
-    return mpx_conv2d_backward_data_scaled_cuda(a, scale, dy, w, dx);
+    return mpx_conv2d_backward_data_scaled_cuda(ctx_of(be), a, scale, dy, w, dx);
 }
 
 static mpx_status cuda_linear_backward_data_scaled(const mpx_backend *be, float scale,
                                                    const mpx_tensor *dy, const mpx_tensor *w,
                                                    mpx_tensor *dx) {
-    (void)be;
-    return mpx_linear_backward_data_scaled_cuda(scale, dy, w, dx);
+    return mpx_linear_backward_data_scaled_cuda(ctx_of(be), scale, dy, w, dx);
 }
 
 static mpx_status cuda_linear_t_backward_data_scaled(const mpx_backend *be, float scale,
                                                      const mpx_tensor *dy, const mpx_tensor *w,
                                                      mpx_tensor *dx) {
-    (void)be;
-    return mpx_linear_t_backward_data_scaled_cuda(scale, dy, w, dx);
+    return mpx_linear_t_backward_data_scaled_cuda(ctx_of(be), scale, dy, w, dx);
 }
 
 static mpx_status cuda_conv2d_backward_weights(const mpx_backend *be, const mpx_conv2d_attr *a,
                                                const mpx_tensor *dy, const mpx_tensor *x,
                                                mpx_tensor *dw, mpx_tensor *db) {
-    (void)be;
-    return mpx_conv2d_backward_weights_cuda(a, dy, x, dw, db);
+    return mpx_conv2d_backward_weights_cuda(ctx_of(be), a, dy, x, dw, db);
 }
 
 static mpx_status cuda_batchnorm_forward(const mpx_backend *be, const mpx_batchnorm_attr *a,
@@ -521,6 +505,7 @@ static mpx_backend make_backend(void) {
     mpx_backend b = {};
     b.name = "cuda";
     b.device = MPX_DEV_CUDA;
+    b.state = mpx_cuda_ctx_create();
     b.native = cuda_native;
     b.direct_io = cuda_direct_io;
     b.alloc = cuda_alloc;
@@ -604,4 +589,16 @@ static mpx_backend make_backend(void) {
 
 static const mpx_backend g_cuda = make_backend();
 
-extern "C" const mpx_backend *mpx_backend_cuda(void) { return &g_cuda; }
+extern "C" const mpx_backend *mpx_backend_cuda(void) {
+    if (!g_cuda.state) {
+        mpx_fail(MPX_ERR_NOMEM, "out of memory for the CUDA operators' context");
+        return nullptr;
+    }
+    return &g_cuda;
+}
+
+extern "C" mpx_status mpx_cuda_release(void) {
+    mpx_status ops = g_cuda.state ? mpx_cuda_ctx_release(ctx_of(&g_cuda)) : MPX_OK;
+    mpx_status device = cuop_device_release();
+    return ops != MPX_OK ? ops : device;
+}

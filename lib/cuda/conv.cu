@@ -32,8 +32,9 @@
  * algorithm that cuDNN reports as supported, deterministic, of the allowed math (tensor-op
  * math only when declared exact) and not FFT/Winograd (whose error is not bounded element-wise
  * like a direct sum's), and cached in a small table with the math type it runs in.
- * One workspace buffer is shared by all calls and grown as needed. A handle, the table and the
- * workspace live for the process, guarded by one mutex (ops run on one host thread at a time).
+ * One workspace buffer is shared by all calls and grown as needed. The handle, the table and the
+ * workspace live in the CUDA operators' context the caller hands in (mpx_cuda_ctx: the CUDA
+ * backend owns one), guarded by its mutex (ops run on one host thread at a time).
  */
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -41,6 +42,7 @@
 #include <string.h>
 
 #include <mutex>
+#include <new>
 
 #include "lib/cuda/ops.cuh"
 #include "mpx/cuda.h"
@@ -153,32 +155,42 @@ __global__ void column_sum(const void *dy, mpx_dtype dt, int64_t m, int k, void 
     cuop_st(db, dbt, j, (float)s);
 }
 
-/* ---- cuDNN state: handle, algorithm table, workspace ---- */
+} // namespace
 
-struct Key {
-    int pass, n, h, w, c, k, kh, kw, sh, sw, ph, pw, tensor_cores, data;
-};
-struct Entry {
-    Key key;
-    int used, algo; /* algo -1: cuDNN offered none, or refused to run a 16-bit plan
-                     * (remembered, so that it is asked once) */
-    cudnnMathType_t math;
-    size_t ws;
-};
-/* Entries for every (pass, shape, math, data type) a process meets: ResNet-50 alone has 24
- * distinct convolution shapes, 71 (pass, shape) pairs. The table used to hold 64, and its
- * first-in-first-out replacement then missed on every call of a ResNet-50 step (a cyclic pattern
- * longer than the table), asking cuDNN's heuristics again each time. When it is full, entries
- * are still replaced first in, first out. */
-constexpr int kTable = 1024;
+/* ---- cuDNN state in the operators' context: handle, algorithm table, workspace ---- */
 
-std::mutex g_mutex;
-cudnnHandle_t g_handle = nullptr;
-Entry g_table[kTable];
-int g_next = 0;
-void *g_ws = nullptr;
-size_t g_ws_cap = 0;
-int64_t g_fallbacks = 0; /* 16-bit plans found unusable (mpx_cuda_conv16_fallbacks) */
+struct cuop_conv_state {
+    struct Key {
+        int pass, n, h, w, c, k, kh, kw, sh, sw, ph, pw, tensor_cores, data;
+    };
+    struct Entry {
+        Key key;
+        int used, algo; /* algo -1: cuDNN offered none, or refused to run a 16-bit plan
+                         * (remembered, so that it is asked once) */
+        cudnnMathType_t math;
+        size_t ws;
+    };
+    /* Entries for every (pass, shape, math, data type) a process meets: ResNet-50 alone has 24
+     * distinct convolution shapes, 71 (pass, shape) pairs; a table of 64 missed on every call
+     * of a ResNet-50 step (a cyclic pattern longer than the table). When it is full, entries
+     * are replaced first in, first out. */
+    static constexpr int kTable = 1024;
+
+    std::mutex mutex;
+    cudnnHandle_t handle = nullptr;
+    Entry table[kTable] = {};
+    int next = 0;
+    void *ws = nullptr;
+    size_t ws_cap = 0;
+    int64_t fallbacks = 0; /* 16-bit plans found unusable (mpx_cuda_conv16_fallbacks) */
+};
+
+namespace {
+
+using Key = cuop_conv_state::Key;
+using Entry = cuop_conv_state::Entry;
+using State = cuop_conv_state;
+constexpr int kTable = cuop_conv_state::kTable;
 
 /* cuDNN's statuses for "this configuration is not supported" (pattern, shape, data type,
  * layout, padding, shared memory, launch parameters) are MPX_ERR_UNSUPPORTED, on which the
@@ -210,45 +222,51 @@ mpx_status cudnn_fail(const char *op, const char *what, cudnnStatus_t st) {
         if (cudnn_st_ != CUDNN_STATUS_SUCCESS) return cudnn_fail((op), #expr, cudnn_st_);          \
     } while (0)
 
-mpx_status get_handle(const char *op, cudnnHandle_t *out) {
-    if (!g_handle) {
+mpx_status get_handle(State &S, const char *op, cudnnHandle_t *out) {
+    if (!S.handle) {
         cudnnHandle_t h = nullptr;
         CUDNN_TRY(op, cudnnCreate(&h));
-        g_handle = h;
+        S.handle = h;
     }
-    CUDNN_TRY(op, cudnnSetStream(g_handle, 0));
-    *out = g_handle;
+    CUDNN_TRY(op, cudnnSetStream(S.handle, 0));
+    *out = S.handle;
     return MPX_OK;
 }
 
-mpx_status workspace(size_t bytes, void **out) {
-    if (bytes > g_ws_cap) {
-        if (g_ws) MPX_CUDA_TRY(cudaFree(g_ws)); /* synchronises: queued users are done */
-        g_ws = nullptr;
-        g_ws_cap = 0;
-        MPX_CUDA_TRY(cudaMalloc(&g_ws, bytes));
-        g_ws_cap = bytes;
+mpx_status workspace(State &S, size_t bytes, void **out) {
+    if (bytes > S.ws_cap) {
+        if (S.ws)
+            MPX_CUDA_TRY(cudaFree(S.ws)); /* synchronises: queued users are done */
+        S.ws = nullptr;
+        S.ws_cap = 0;
+        MPX_CUDA_TRY(cudaMalloc(&S.ws, bytes));
+        S.ws_cap = bytes;
     }
-    *out = bytes ? g_ws : nullptr;
+    *out = bytes ? S.ws : nullptr;
     return MPX_OK;
 }
 
 } // namespace
 
-size_t cuop_conv_workspace_bytes(void) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    return g_ws_cap;
+cuop_conv_state *cuop_conv_state_new(void) { return new (std::nothrow) cuop_conv_state(); }
+
+void cuop_conv_state_delete(cuop_conv_state *S) { delete S; }
+
+size_t cuop_conv_workspace_bytes(cuop_conv_state *S) {
+    std::lock_guard<std::mutex> lock(S->mutex);
+    return S->ws_cap;
 }
 
-mpx_status cuop_conv_release(void) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    cudnnStatus_t hs = g_handle ? cudnnDestroy(g_handle) : CUDNN_STATUS_SUCCESS;
-    g_handle = nullptr;
-    memset(g_table, 0, sizeof g_table);
-    g_next = 0;
-    cudaError_t ws = g_ws ? cudaFree(g_ws) : cudaSuccess;
-    g_ws = nullptr;
-    g_ws_cap = 0;
+mpx_status cuop_conv_release(cuop_conv_state *S) {
+    std::lock_guard<std::mutex> lock(S->mutex);
+    cudnnStatus_t hs = S->handle ? cudnnDestroy(S->handle) : CUDNN_STATUS_SUCCESS;
+    S->handle = nullptr;
+    for (Entry &e : S->table)
+        e = Entry{};
+    S->next = 0;
+    cudaError_t ws = S->ws ? cudaFree(S->ws) : cudaSuccess;
+    S->ws = nullptr;
+    S->ws_cap = 0;
     if (hs != CUDNN_STATUS_SUCCESS) return cudnn_fail("mpx_cuda_release", "cudnnDestroy", hs);
     MPX_CUDA_TRY(ws);
     return MPX_OK;
@@ -352,18 +370,18 @@ Key make_key(int pass, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores
 }
 
 /* The table entry of `key`, or NULL. */
-Entry *find_entry(const Key &key) {
-    for (int i = 0; i < kTable && g_table[i].used; i++) /* filled in order from 0 */
-        if (memcmp(&g_table[i].key, &key, sizeof key) == 0) return &g_table[i];
+Entry *find_entry(State &S, const Key &key) {
+    for (int i = 0; i < kTable && S.table[i].used; i++) /* filled in order from 0 */
+        if (memcmp(&S.table[i].key, &key, sizeof key) == 0)
+            return &S.table[i];
     return nullptr;
 }
 
-mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores,
-                     cudnnDataType_t data, cudnnHandle_t h, const Descs &d, int *algo,
-                     size_t *ws) {
+mpx_status pick_algo(State &S, int pass, const mpx_conv2d_attr *a, const Geom &g, int tensor_cores,
+                     cudnnDataType_t data, cudnnHandle_t h, const Descs &d, int *algo, size_t *ws) {
     const char *op = kPass[pass];
     const Key key = make_key(pass, a, g, tensor_cores, data);
-    if (const Entry *hit = find_entry(key)) {
+    if (const Entry *hit = find_entry(S, key)) {
         if (hit->algo < 0) return no_algorithm(op, a, g, tensor_cores, data);
         *algo = hit->algo;
         *ws = hit->ws;
@@ -419,14 +437,15 @@ mpx_status pick_algo(int pass, const mpx_conv2d_attr *a, const Geom &g, int tens
                               &bytes));
         }
     }
-    Entry &e = g_table[g_next];
-    g_next = (g_next + 1) % kTable;
+    Entry &e = S.table[S.next];
+    S.next = (S.next + 1) % kTable;
     e.key = key;
     e.used = 1;
     e.algo = chosen;
     e.math = math;
     e.ws = bytes;
-    if (chosen < 0 && data != CUDNN_DATA_FLOAT) g_fallbacks++;
+    if (chosen < 0 && data != CUDNN_DATA_FLOAT)
+        S.fallbacks++;
     if (chosen < 0) return no_algorithm(op, a, g, tensor_cores, data);
     *algo = chosen;
     *ws = bytes;
@@ -442,23 +461,23 @@ struct Plan {
     void *ws = nullptr;
 };
 
-mpx_status plan_pass(int pass, const char *op, const mpx_conv2d_attr *a, const Geom &g,
+mpx_status plan_pass(State &S, int pass, const char *op, const mpx_conv2d_attr *a, const Geom &g,
                      int tensor_cores, cudnnDataType_t data, cudnnHandle_t h, Plan *p) {
     MPX_TRY(make_descs(op, a, g, tensor_cores, data, &p->d));
-    MPX_TRY(pick_algo(pass, a, g, tensor_cores, data, h, p->d, &p->algo, &p->ws_bytes));
-    return workspace(p->ws_bytes, &p->ws);
+    MPX_TRY(pick_algo(S, pass, a, g, tensor_cores, data, h, p->d, &p->algo, &p->ws_bytes));
+    return workspace(S, p->ws_bytes, &p->ws);
 }
 
 /* A 16-bit pass's cuDNN call failed with `st`: when cuDNN does not support it, the plan is
  * remembered as unusable (the next call of this pass and shape goes straight to FP32 data,
  * without building descriptors and reordering weights for a call that fails) and counted. */
-mpx_status refused16(int pass, const mpx_conv2d_attr *a, const Geom &g, cudnnDataType_t data,
-                     const char *what, cudnnStatus_t st) {
+mpx_status refused16(State &S, int pass, const mpx_conv2d_attr *a, const Geom &g,
+                     cudnnDataType_t data, const char *what, cudnnStatus_t st) {
     const mpx_status r = cudnn_fail(kPass[pass], what, st);
-    Entry *e = r == MPX_ERR_UNSUPPORTED ? find_entry(make_key(pass, a, g, 1, data)) : nullptr;
+    Entry *e = r == MPX_ERR_UNSUPPORTED ? find_entry(S, make_key(pass, a, g, 1, data)) : nullptr;
     if (e && e->algo >= 0) {
         e->algo = -1;
-        g_fallbacks++;
+        S.fallbacks++;
     }
     return r;
 }
@@ -557,11 +576,11 @@ mpx_status bias_grad(const char *op, const Geom &g, const mpx_tensor *dy, mpx_te
  * tensor cores' products of F16/BF16 values are exact, the sums FP32, y rounded once), which
  * saves decoding x into FP32 scratch and staging y. MPX_ERR_UNSUPPORTED when cuDNN has no usable
  * algorithm for it; the caller then takes the FP32 path. */
-mpx_status forward16(const char *op, const mpx_conv2d_attr *a, const Geom &g, cudnnHandle_t h,
-                     const mpx_tensor *x, const mpx_tensor *w, mpx_tensor *y) {
+mpx_status forward16(State &S, const char *op, const mpx_conv2d_attr *a, const Geom &g,
+                     cudnnHandle_t h, const mpx_tensor *x, const mpx_tensor *w, mpx_tensor *y) {
     const cudnnDataType_t data = data16(x->dtype);
     Plan p;
-    MPX_TRY(plan_pass(MPX_CONV_FORWARD, op, a, g, 1, data, h, &p));
+    MPX_TRY(plan_pass(S, MPX_CONV_FORWARD, op, a, g, 1, data, h, &p));
     Scratch s;
     const void *wk = nullptr;
     MPX_TRY(weights_krsc(op, w, g, x->dtype, &s, 0, &wk));
@@ -571,19 +590,19 @@ mpx_status forward16(const char *op, const mpx_conv2d_attr *a, const Geom &g, cu
                                 (cudnnConvolutionFwdAlgo_t)p.algo, p.ws, p.ws_bytes, &zero,
                                 p.d.y, y->data);
     if (st != CUDNN_STATUS_SUCCESS)
-        return refused16(MPX_CONV_FORWARD, a, g, data, "cudnnConvolutionForward", st);
+        return refused16(S, MPX_CONV_FORWARD, a, g, data, "cudnnConvolutionForward", st);
     return MPX_OK;
 }
 
 /* Backward-data on 16-bit data: dy, w and dx in the declared 16-bit format — the gradient the
  * executor lets an op round itself (graph_exec.c: grad_direct). cuDNN reads dy as stored and
  * writes dx rounded once from its FP32 sums. MPX_ERR_UNSUPPORTED: no usable algorithm. */
-mpx_status backward_data16(const char *op, const mpx_conv2d_attr *a, float scale, const Geom &g,
-                           cudnnHandle_t h, const mpx_tensor *dy, const mpx_tensor *w,
-                           mpx_tensor *dx) {
+mpx_status backward_data16(State &S, const char *op, const mpx_conv2d_attr *a, float scale,
+                           const Geom &g, cudnnHandle_t h, const mpx_tensor *dy,
+                           const mpx_tensor *w, mpx_tensor *dx) {
     const cudnnDataType_t data = data16(dy->dtype);
     Plan p;
-    MPX_TRY(plan_pass(MPX_CONV_BACKWARD_DATA, op, a, g, 1, data, h, &p));
+    MPX_TRY(plan_pass(S, MPX_CONV_BACKWARD_DATA, op, a, g, 1, data, h, &p));
     Scratch s;
     const void *wk = nullptr;
     MPX_TRY(weights_krsc(op, w, g, w->dtype, &s, 0, &wk));
@@ -593,7 +612,7 @@ mpx_status backward_data16(const char *op, const mpx_conv2d_attr *a, float scale
                                      (cudnnConvolutionBwdDataAlgo_t)p.algo, p.ws, p.ws_bytes,
                                      &zero, p.d.x, dx->data);
     if (st != CUDNN_STATUS_SUCCESS)
-        return refused16(MPX_CONV_BACKWARD_DATA, a, g, data, "cudnnConvolutionBackwardData", st);
+        return refused16(S, MPX_CONV_BACKWARD_DATA, a, g, data, "cudnnConvolutionBackwardData", st);
     return MPX_OK;
 }
 
@@ -601,12 +620,12 @@ mpx_status backward_data16(const char *op, const mpx_conv2d_attr *a, float scale
  * gradient the executor lets an op round itself). cuDNN writes the KRSC gradient rounded once
  * into 16-bit scratch; the reorder into HWIO copies those values exactly. The bias gradient is
  * the caller's. MPX_ERR_UNSUPPORTED: no usable algorithm. */
-mpx_status backward_weights16(const char *op, const mpx_conv2d_attr *a, const Geom &g,
+mpx_status backward_weights16(State &S, const char *op, const mpx_conv2d_attr *a, const Geom &g,
                               cudnnHandle_t h, const mpx_tensor *dy, const mpx_tensor *x,
                               mpx_tensor *dw) {
     const cudnnDataType_t data = data16(x->dtype);
     Plan p;
-    MPX_TRY(plan_pass(MPX_CONV_BACKWARD_WEIGHTS, op, a, g, 1, data, h, &p));
+    MPX_TRY(plan_pass(S, MPX_CONV_BACKWARD_WEIGHTS, op, a, g, 1, data, h, &p));
     Scratch s;
     const size_t nw = (size_t)mpx_tensor_numel(dw);
     MPX_TRY(cuop_scratch(nw * mpx_dtype_size(dw->dtype), &s.p[0]));
@@ -616,35 +635,36 @@ mpx_status backward_weights16(const char *op, const mpx_conv2d_attr *a, const Ge
                                        (cudnnConvolutionBwdFilterAlgo_t)p.algo, p.ws, p.ws_bytes,
                                        &zero, p.d.w, s.p[0]);
     if (st != CUDNN_STATUS_SUCCESS)
-        return refused16(MPX_CONV_BACKWARD_WEIGHTS, a, g, data, "cudnnConvolutionBackwardFilter",
+        return refused16(S, MPX_CONV_BACKWARD_WEIGHTS, a, g, data, "cudnnConvolutionBackwardFilter",
                          st);
     return weights_hwio(op, s.p[0], dw->dtype, g, dw);
 }
 
 } // namespace
 
-extern "C" int64_t mpx_cuda_conv16_fallbacks(void) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    return g_fallbacks;
+extern "C" int64_t mpx_cuda_conv16_fallbacks(mpx_cuda_ctx *ctx) {
+    std::lock_guard<std::mutex> lock(ctx->conv->mutex);
+    return ctx->conv->fallbacks;
 }
 
-extern "C" mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mpx_tensor *x,
-                                              const mpx_tensor *w, const mpx_tensor *b,
-                                              mpx_tensor *y) {
+extern "C" mpx_status mpx_conv2d_forward_cuda(mpx_cuda_ctx *ctx, const mpx_conv2d_attr *a,
+                                              const mpx_tensor *x, const mpx_tensor *w,
+                                              const mpx_tensor *b, mpx_tensor *y) {
     const char *op = kPass[MPX_CONV_FORWARD];
     Geom g = {};
     MPX_TRY(conv_check(op, a, "x", x, "w", w, "y", y, "b", b, &g));
-    std::lock_guard<std::mutex> lock(g_mutex);
+    State &S = *ctx->conv;
+    std::lock_guard<std::mutex> lock(S.mutex);
     cudnnHandle_t h = nullptr;
-    MPX_TRY(get_handle(op, &h));
+    MPX_TRY(get_handle(S, op, &h));
     const int tc = cuop_tensor_cores();
     const mpx_dtype low = mpx_cuda_operand_format();
     if (tc && !b && x->dtype == low && w->dtype == low && y->dtype == low) {
-        mpx_status st = forward16(op, a, g, h, x, w, y);
+        mpx_status st = forward16(S, op, a, g, h, x, w, y);
         if (st != MPX_ERR_UNSUPPORTED) return st;
     }
     Plan p;
-    MPX_TRY(plan_pass(MPX_CONV_FORWARD, op, a, g, tc, CUDNN_DATA_FLOAT, h, &p));
+    MPX_TRY(plan_pass(S, MPX_CONV_FORWARD, op, a, g, tc, CUDNN_DATA_FLOAT, h, &p));
     Scratch s;
     const float *xf = nullptr;
     const void *wf = nullptr;
@@ -661,30 +681,32 @@ extern "C" mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mp
     return MPX_OK;
 }
 
-extern "C" mpx_status mpx_conv2d_backward_data_cuda(const mpx_conv2d_attr *a,
+extern "C" mpx_status mpx_conv2d_backward_data_cuda(mpx_cuda_ctx *ctx, const mpx_conv2d_attr *a,
                                                     const mpx_tensor *dy, const mpx_tensor *w,
                                                     mpx_tensor *dx) {
-    return mpx_conv2d_backward_data_scaled_cuda(a, 1.0f, dy, w, dx);
+    return mpx_conv2d_backward_data_scaled_cuda(ctx, a, 1.0f, dy, w, dx);
 }
 
-extern "C" mpx_status mpx_conv2d_backward_data_scaled_cuda(const mpx_conv2d_attr *a, float scale,
+extern "C" mpx_status mpx_conv2d_backward_data_scaled_cuda(mpx_cuda_ctx *ctx,
+                                                           const mpx_conv2d_attr *a, float scale,
                                                            const mpx_tensor *dy,
                                                            const mpx_tensor *w, mpx_tensor *dx) {
     const char *op = kPass[MPX_CONV_BACKWARD_DATA];
     MPX_TRY(cuop_expect_scale(op, scale));
     Geom g = {};
     MPX_TRY(conv_check(op, a, "dx", dx, "w", w, "dy", dy, nullptr, nullptr, &g));
-    std::lock_guard<std::mutex> lock(g_mutex);
+    State &S = *ctx->conv;
+    std::lock_guard<std::mutex> lock(S.mutex);
     cudnnHandle_t h = nullptr;
-    MPX_TRY(get_handle(op, &h));
+    MPX_TRY(get_handle(S, op, &h));
     const int tc = cuop_tensor_cores();
     const mpx_dtype low = mpx_cuda_operand_format();
     if (tc && dy->dtype == low && w->dtype == low && dx->dtype == low) {
-        mpx_status st = backward_data16(op, a, scale, g, h, dy, w, dx);
+        mpx_status st = backward_data16(S, op, a, scale, g, h, dy, w, dx);
         if (st != MPX_ERR_UNSUPPORTED) return st;
     }
     Plan p;
-    MPX_TRY(plan_pass(MPX_CONV_BACKWARD_DATA, op, a, g, tc, CUDNN_DATA_FLOAT, h, &p));
+    MPX_TRY(plan_pass(S, MPX_CONV_BACKWARD_DATA, op, a, g, tc, CUDNN_DATA_FLOAT, h, &p));
     Scratch s;
     const float *dyf = nullptr;
     const void *wf = nullptr;
@@ -701,23 +723,24 @@ extern "C" mpx_status mpx_conv2d_backward_data_scaled_cuda(const mpx_conv2d_attr
     return MPX_OK;
 }
 
-extern "C" mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a,
+extern "C" mpx_status mpx_conv2d_backward_weights_cuda(mpx_cuda_ctx *ctx, const mpx_conv2d_attr *a,
                                                        const mpx_tensor *dy, const mpx_tensor *x,
                                                        mpx_tensor *dw, mpx_tensor *db) {
     const char *op = kPass[MPX_CONV_BACKWARD_WEIGHTS];
     Geom g = {};
     MPX_TRY(conv_check(op, a, "x", x, "dw", dw, "dy", dy, "db", db, &g));
-    std::lock_guard<std::mutex> lock(g_mutex);
+    State &S = *ctx->conv;
+    std::lock_guard<std::mutex> lock(S.mutex);
     cudnnHandle_t h = nullptr;
-    MPX_TRY(get_handle(op, &h));
+    MPX_TRY(get_handle(S, op, &h));
     const int tc = cuop_tensor_cores();
     const mpx_dtype low = mpx_cuda_operand_format();
     if (tc && x->dtype == low && dy->dtype == low && dw->dtype == low) {
-        mpx_status st = backward_weights16(op, a, g, h, dy, x, dw);
+        mpx_status st = backward_weights16(S, op, a, g, h, dy, x, dw);
         if (st != MPX_ERR_UNSUPPORTED) return st == MPX_OK ? bias_grad(op, g, dy, db) : st;
     }
     Plan p;
-    MPX_TRY(plan_pass(MPX_CONV_BACKWARD_WEIGHTS, op, a, g, tc, CUDNN_DATA_FLOAT, h, &p));
+    MPX_TRY(plan_pass(S, MPX_CONV_BACKWARD_WEIGHTS, op, a, g, tc, CUDNN_DATA_FLOAT, h, &p));
     Scratch s;
     const float *xf = nullptr, *dyf = nullptr;
     MPX_TRY(as_f32(x, &s, 0, &xf));

@@ -31,8 +31,10 @@
  * The bias gradient is a column sum in double in row order, one thread per column: the CPU's
  * ops_column_sums order, so db has the CPU's bits.
  *
- * One cuBLAS handle, created on first use on the then-current device and kept for the process
- * (cuBLAS handles are meant to be reused; the ops run on one host thread at a time). Work is
+ * One cuBLAS handle per CUDA operators' context (mpx_cuda_ctx, which the caller hands in; the
+ * CUDA backend owns one), created on first use on the then-current device and kept until the
+ * context is released (cuBLAS handles are meant to be reused; the ops run on one host thread at
+ * a time). Work is
  * queued on the legacy default stream, like the rest of lib/cuda; nothing here synchronises.
  */
 #include <cublas_v2.h>
@@ -42,18 +44,26 @@
 #include <stdio.h>
 
 #include <mutex>
+#include <new>
 
 #include "lib/cuda/ops.cuh"
 #include "mpx/cuda.h"
 
+/* The GEMMs' state in the operators' context: the cuBLAS handle. */
+struct cuop_gemm_state {
+    std::mutex mutex;
+    cublasHandle_t handle = nullptr;
+};
+
+cuop_gemm_state *cuop_gemm_state_new(void) { return new (std::nothrow) cuop_gemm_state(); }
+
+void cuop_gemm_state_delete(cuop_gemm_state *S) { delete S; }
+
 namespace {
 
-std::mutex g_handle_mutex;
-cublasHandle_t g_handle = nullptr;
-
-mpx_status cublas_handle(const char *op, cublasHandle_t *out) {
-    std::lock_guard<std::mutex> lock(g_handle_mutex);
-    if (!g_handle) {
+mpx_status cublas_handle(cuop_gemm_state &S, const char *op, cublasHandle_t *out) {
+    std::lock_guard<std::mutex> lock(S.mutex);
+    if (!S.handle) {
         cublasHandle_t h = nullptr;
         cublasStatus_t st = cublasCreate(&h);
         if (st != CUBLAS_STATUS_SUCCESS)
@@ -65,18 +75,18 @@ mpx_status cublas_handle(const char *op, cublasHandle_t *out) {
             return mpx_fail(MPX_ERR_BACKEND, "%s: cublasSetMathMode: %s", op,
                             cublasGetStatusString(st));
         }
-        g_handle = h;
+        S.handle = h;
     }
-    *out = g_handle;
+    *out = S.handle;
     return MPX_OK;
 }
 
 } // namespace
 
-mpx_status cuop_gemm_release(void) {
-    std::lock_guard<std::mutex> lock(g_handle_mutex);
-    cublasStatus_t st = g_handle ? cublasDestroy(g_handle) : CUBLAS_STATUS_SUCCESS;
-    g_handle = nullptr;
+mpx_status cuop_gemm_release(cuop_gemm_state *S) {
+    std::lock_guard<std::mutex> lock(S->mutex);
+    cublasStatus_t st = S->handle ? cublasDestroy(S->handle) : CUBLAS_STATUS_SUCCESS;
+    S->handle = nullptr;
     if (st != CUBLAS_STATUS_SUCCESS)
         return mpx_fail(MPX_ERR_BACKEND, "mpx_cuda_release: cublasDestroy: %s", cublasGetStatusString(st));
     return MPX_OK;
@@ -137,9 +147,9 @@ const char *shape_of(int m, int n, int k, int batch, char *buf, size_t cap) {
 }
 
 /* Runs g: decodes a mismatched input, stages an output cuBLAS cannot write, adds the bias. */
-mpx_status gemm_run(const Gemm &g) {
+mpx_status gemm_run(mpx_cuda_ctx *ctx, const Gemm &g) {
     cublasHandle_t h = nullptr;
-    MPX_TRY(cublas_handle(g.op, &h));
+    MPX_TRY(cublas_handle(*ctx->gemm, g.op, &h));
     const size_t na = (size_t)g.batch * g.m * g.k, nb = (size_t)g.batch * g.k * g.n;
     const size_t nc = (size_t)g.batch * g.m * g.n;
     void *up_a = nullptr, *up_b = nullptr, *stage = nullptr;
@@ -305,8 +315,9 @@ mpx_status bmm_shapes(const char *op, const mpx_bmm_attr *at, const mpx_tensor *
 
 /* ---- linear: w [IN, OUT] ---- */
 
-extern "C" mpx_status mpx_linear_forward_cuda(const mpx_tensor *x, const mpx_tensor *w,
-                                              const mpx_tensor *b, mpx_tensor *y) {
+extern "C" mpx_status mpx_linear_forward_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *x,
+                                              const mpx_tensor *w, const mpx_tensor *b,
+                                              mpx_tensor *y) {
     static const char *op = "linear forward";
     int64_t m = 0;
     MPX_TRY(linear_view(op, "x", x, "w", w, 0, &m));
@@ -314,16 +325,17 @@ extern "C" mpx_status mpx_linear_forward_cuda(const mpx_tensor *x, const mpx_ten
     MPX_TRY(same_leading(op, "x", x, "y", y, out, "OUT, dim 1 of the weights"));
     MPX_TRY(bias_check(op, "b", b, out, "OUT, dim 1 of the weights"));
     /* y[M,OUT] = x[M,IN] @ w[IN,OUT] + b */
-    return gemm_run(Gemm{op, 0, 0, (int)m, out, in, 1, 1.0f, operand(x), operand(w), y->data,
-                         y->dtype, b ? operand(b) : no_bias()});
+    return gemm_run(ctx, Gemm{op, 0, 0, (int)m, out, in, 1, 1.0f, operand(x), operand(w), y->data,
+                              y->dtype, b ? operand(b) : no_bias()});
 }
 
-extern "C" mpx_status mpx_linear_backward_data_cuda(const mpx_tensor *dy, const mpx_tensor *w,
-                                                    mpx_tensor *dx) {
-    return mpx_linear_backward_data_scaled_cuda(1.0f, dy, w, dx);
+extern "C" mpx_status mpx_linear_backward_data_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *dy,
+                                                    const mpx_tensor *w, mpx_tensor *dx) {
+    return mpx_linear_backward_data_scaled_cuda(ctx, 1.0f, dy, w, dx);
 }
 
-extern "C" mpx_status mpx_linear_backward_data_scaled_cuda(float scale, const mpx_tensor *dy,
+extern "C" mpx_status mpx_linear_backward_data_scaled_cuda(mpx_cuda_ctx *ctx, float scale,
+                                                           const mpx_tensor *dy,
                                                            const mpx_tensor *w, mpx_tensor *dx) {
     static const char *op = "linear backward-data";
     MPX_TRY(cuop_expect_scale(op, scale));
@@ -332,12 +344,13 @@ extern "C" mpx_status mpx_linear_backward_data_scaled_cuda(float scale, const mp
     const int in = (int)w->shape[0], out = (int)w->shape[1];
     MPX_TRY(same_leading(op, "dx", dx, "dy", dy, out, "OUT, dim 1 of the weights"));
     /* dx[M,IN] = scale dy[M,OUT] @ w[IN,OUT]^T */
-    return gemm_run(Gemm{op, 0, 1, (int)m, in, out, 1, scale, operand(dy), operand(w), dx->data,
-                         dx->dtype, no_bias()});
+    return gemm_run(ctx, Gemm{op, 0, 1, (int)m, in, out, 1, scale, operand(dy), operand(w),
+                              dx->data, dx->dtype, no_bias()});
 }
 
-extern "C" mpx_status mpx_linear_backward_weights_cuda(const mpx_tensor *dy, const mpx_tensor *x,
-                                                       mpx_tensor *dw, mpx_tensor *db) {
+extern "C" mpx_status mpx_linear_backward_weights_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *dy,
+                                                       const mpx_tensor *x, mpx_tensor *dw,
+                                                       mpx_tensor *db) {
     static const char *op = "linear backward-weights";
     int64_t m = 0;
     MPX_TRY(linear_view(op, "x", x, "dw", dw, 0, &m));
@@ -345,15 +358,16 @@ extern "C" mpx_status mpx_linear_backward_weights_cuda(const mpx_tensor *dy, con
     MPX_TRY(same_leading(op, "x", x, "dy", dy, out, "OUT, dim 1 of dw"));
     MPX_TRY(bias_check(op, "db", db, out, "OUT, dim 1 of dw"));
     /* dw[IN,OUT] = x[M,IN]^T @ dy[M,OUT] */
-    MPX_TRY(gemm_run(Gemm{op, 1, 0, in, out, (int)m, 1, 1.0f, operand(x), operand(dy), dw->data,
-                          dw->dtype, no_bias()}));
+    MPX_TRY(gemm_run(ctx, Gemm{op, 1, 0, in, out, (int)m, 1, 1.0f, operand(x), operand(dy),
+                               dw->data, dw->dtype, no_bias()}));
     return db ? bias_grad(op, dy, m, out, db) : MPX_OK;
 }
 
 /* ---- linear_t: w [OUT, IN] ---- */
 
-extern "C" mpx_status mpx_linear_t_forward_cuda(const mpx_tensor *x, const mpx_tensor *w,
-                                                const mpx_tensor *b, mpx_tensor *y) {
+extern "C" mpx_status mpx_linear_t_forward_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *x,
+                                                const mpx_tensor *w, const mpx_tensor *b,
+                                                mpx_tensor *y) {
     static const char *op = "linear_t forward";
     int64_t m = 0;
     MPX_TRY(linear_view(op, "x", x, "w", w, 1, &m));
@@ -361,16 +375,17 @@ extern "C" mpx_status mpx_linear_t_forward_cuda(const mpx_tensor *x, const mpx_t
     MPX_TRY(same_leading(op, "x", x, "y", y, out, "OUT, dim 0 of the weights"));
     MPX_TRY(bias_check(op, "b", b, out, "OUT, dim 0 of the weights"));
     /* y[M,OUT] = x[M,IN] @ w[OUT,IN]^T + b */
-    return gemm_run(Gemm{op, 0, 1, (int)m, out, in, 1, 1.0f, operand(x), operand(w), y->data,
-                         y->dtype, b ? operand(b) : no_bias()});
+    return gemm_run(ctx, Gemm{op, 0, 1, (int)m, out, in, 1, 1.0f, operand(x), operand(w), y->data,
+                              y->dtype, b ? operand(b) : no_bias()});
 }
 
-extern "C" mpx_status mpx_linear_t_backward_data_cuda(const mpx_tensor *dy, const mpx_tensor *w,
-                                                      mpx_tensor *dx) {
-    return mpx_linear_t_backward_data_scaled_cuda(1.0f, dy, w, dx);
+extern "C" mpx_status mpx_linear_t_backward_data_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *dy,
+                                                      const mpx_tensor *w, mpx_tensor *dx) {
+    return mpx_linear_t_backward_data_scaled_cuda(ctx, 1.0f, dy, w, dx);
 }
 
-extern "C" mpx_status mpx_linear_t_backward_data_scaled_cuda(float scale, const mpx_tensor *dy,
+extern "C" mpx_status mpx_linear_t_backward_data_scaled_cuda(mpx_cuda_ctx *ctx, float scale,
+                                                             const mpx_tensor *dy,
                                                              const mpx_tensor *w, mpx_tensor *dx) {
     static const char *op = "linear_t backward-data";
     MPX_TRY(cuop_expect_scale(op, scale));
@@ -379,12 +394,13 @@ extern "C" mpx_status mpx_linear_t_backward_data_scaled_cuda(float scale, const 
     const int out = (int)w->shape[0], in = (int)w->shape[1];
     MPX_TRY(same_leading(op, "dx", dx, "dy", dy, out, "OUT, dim 0 of the weights"));
     /* dx[M,IN] = scale dy[M,OUT] @ w[OUT,IN] */
-    return gemm_run(Gemm{op, 0, 0, (int)m, in, out, 1, scale, operand(dy), operand(w), dx->data,
-                         dx->dtype, no_bias()});
+    return gemm_run(ctx, Gemm{op, 0, 0, (int)m, in, out, 1, scale, operand(dy), operand(w),
+                              dx->data, dx->dtype, no_bias()});
 }
 
-extern "C" mpx_status mpx_linear_t_backward_weights_cuda(const mpx_tensor *dy, const mpx_tensor *x,
-                                                         mpx_tensor *dw, mpx_tensor *db) {
+extern "C" mpx_status mpx_linear_t_backward_weights_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *dy,
+                                                         const mpx_tensor *x, mpx_tensor *dw,
+                                                         mpx_tensor *db) {
     static const char *op = "linear_t backward-weights";
     int64_t m = 0;
     MPX_TRY(linear_view(op, "x", x, "dw", dw, 1, &m));
@@ -392,29 +408,30 @@ extern "C" mpx_status mpx_linear_t_backward_weights_cuda(const mpx_tensor *dy, c
     MPX_TRY(same_leading(op, "x", x, "dy", dy, out, "OUT, dim 0 of dw"));
     MPX_TRY(bias_check(op, "db", db, out, "OUT, dim 0 of dw"));
     /* dw[OUT,IN] = dy[M,OUT]^T @ x[M,IN] */
-    MPX_TRY(gemm_run(Gemm{op, 1, 0, out, in, (int)m, 1, 1.0f, operand(dy), operand(x), dw->data,
-                          dw->dtype, no_bias()}));
+    MPX_TRY(gemm_run(ctx, Gemm{op, 1, 0, out, in, (int)m, 1, 1.0f, operand(dy), operand(x),
+                               dw->data, dw->dtype, no_bias()}));
     return db ? bias_grad(op, dy, m, out, db) : MPX_OK;
 }
 
 /* ---- bmm ---- */
 
-extern "C" mpx_status mpx_bmm_forward_cuda(const mpx_bmm_attr *at, const mpx_tensor *a,
-                                           const mpx_tensor *b, mpx_tensor *c) {
+extern "C" mpx_status mpx_bmm_forward_cuda(mpx_cuda_ctx *ctx, const mpx_bmm_attr *at,
+                                           const mpx_tensor *a, const mpx_tensor *b,
+                                           mpx_tensor *c) {
     static const char *op = "bmm forward";
     BmmDims d = {};
     MPX_TRY(bmm_shapes(op, at, a, b, &d));
     MPX_TRY(expect_mat(op, "a", a, "c", c, d.m, "M of op(a)", d.n, "N of op(b)"));
-    return gemm_run(Gemm{op, at->trans_a, at->trans_b, d.m, d.n, d.k, (int)d.batch, at->alpha,
-                         operand(a), operand(b), c->data, c->dtype, no_bias()});
+    return gemm_run(ctx, Gemm{op, at->trans_a, at->trans_b, d.m, d.n, d.k, (int)d.batch, at->alpha,
+                              operand(a), operand(b), c->data, c->dtype, no_bias()});
 }
 
 /* With C = alpha op(A) op(B) (bmm.c):
  *   dA = alpha dC op(B)^T        (trans_a: dA = alpha op(B) dC^T, A's stored [K, M] layout)
  *   dB = alpha op(A)^T dC        (trans_b: dB = alpha dC^T op(A), B's stored [N, K] layout) */
-extern "C" mpx_status mpx_bmm_backward_cuda(const mpx_bmm_attr *at, const mpx_tensor *dc,
-                                            const mpx_tensor *a, const mpx_tensor *b,
-                                            mpx_tensor *da, mpx_tensor *db) {
+extern "C" mpx_status mpx_bmm_backward_cuda(mpx_cuda_ctx *ctx, const mpx_bmm_attr *at,
+                                            const mpx_tensor *dc, const mpx_tensor *a,
+                                            const mpx_tensor *b, mpx_tensor *da, mpx_tensor *db) {
     static const char *op = "bmm backward";
     BmmDims d = {};
     MPX_TRY(bmm_shapes(op, at, a, b, &d));
@@ -431,19 +448,19 @@ extern "C" mpx_status mpx_bmm_backward_cuda(const mpx_bmm_attr *at, const mpx_te
     const int batch = (int)d.batch;
     if (da) {
         if (!ta) /* dA[M,K] = dC[M,N] @ op(B)^T */
-            MPX_TRY(gemm_run(Gemm{op, 0, !tb, m, k, n, batch, at->alpha, operand(dc), operand(b),
-                                  da->data, da->dtype, no_bias()}));
+            MPX_TRY(gemm_run(ctx, Gemm{op, 0, !tb, m, k, n, batch, at->alpha, operand(dc),
+                                       operand(b), da->data, da->dtype, no_bias()}));
         else /* dA[K,M] = op(B)[K,N] @ dC^T */
-            MPX_TRY(gemm_run(Gemm{op, tb, 1, k, m, n, batch, at->alpha, operand(b), operand(dc),
-                                  da->data, da->dtype, no_bias()}));
+            MPX_TRY(gemm_run(ctx, Gemm{op, tb, 1, k, m, n, batch, at->alpha, operand(b),
+                                       operand(dc), da->data, da->dtype, no_bias()}));
     }
     if (db) {
         if (!tb) /* dB[K,N] = op(A)^T[K,M] @ dC */
-            MPX_TRY(gemm_run(Gemm{op, !ta, 0, k, n, m, batch, at->alpha, operand(a), operand(dc),
-                                  db->data, db->dtype, no_bias()}));
+            MPX_TRY(gemm_run(ctx, Gemm{op, !ta, 0, k, n, m, batch, at->alpha, operand(a),
+                                       operand(dc), db->data, db->dtype, no_bias()}));
         else /* dB[N,K] = dC^T[N,M] @ op(A) */
-            MPX_TRY(gemm_run(Gemm{op, 1, ta, n, k, m, batch, at->alpha, operand(dc), operand(a),
-                                  db->data, db->dtype, no_bias()}));
+            MPX_TRY(gemm_run(ctx, Gemm{op, 1, ta, n, k, m, batch, at->alpha, operand(dc),
+                                       operand(a), db->data, db->dtype, no_bias()}));
     }
     return MPX_OK;
 }

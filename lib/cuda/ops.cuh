@@ -52,12 +52,27 @@ mpx_status cuop_scratch(size_t bytes, void **p);
 /* 1 when the GEMM-family operands may run on TF32 tensor cores: they are declared exact in
  * F16 or BF16 (mpx_cuda_set_operand_format), so TF32 holds them exactly. */
 static inline int cuop_tensor_cores(void) { return mpx_cuda_operand_format() != MPX_F32; }
-/* Free what conv.cu (the cuDNN handle, its algorithm table and workspace) and gemm.cu (the
- * cuBLAS handle) keep for the process; made again on next use. Parts of mpx_cuda_release. */
-mpx_status cuop_conv_release(void);
-/* Bytes of cuDNN's shared workspace (conv.cu). */
-size_t cuop_conv_workspace_bytes(void);
-mpx_status cuop_gemm_release(void);
+/* ---- the operators' context (cuda.h: mpx_cuda_ctx; cuda_ctx.cu): the state of conv.cu (the
+ * cuDNN handle, its algorithm table, workspace and fallback count) and of gemm.cu (the cuBLAS
+ * handle), each defined in its file. ---- */
+struct cuop_conv_state;
+struct cuop_gemm_state;
+struct mpx_cuda_ctx {
+    cuop_conv_state *conv;
+    cuop_gemm_state *gemm;
+};
+/* nullptr when out of memory; empty: handles and buffers are made on first use. */
+cuop_conv_state *cuop_conv_state_new(void);
+cuop_gemm_state *cuop_gemm_state_new(void);
+void cuop_conv_state_delete(cuop_conv_state *s);
+void cuop_gemm_state_delete(cuop_gemm_state *s);
+/* Free what a state holds (made again on next use). */
+mpx_status cuop_conv_release(cuop_conv_state *s);
+mpx_status cuop_gemm_release(cuop_gemm_state *s);
+/* Bytes of cuDNN's shared workspace. */
+size_t cuop_conv_workspace_bytes(cuop_conv_state *s);
+/* What mpx_cuda_release frees besides the backend's context (ops_common.cu, staging.cu). */
+mpx_status cuop_device_release(void);
 /* Host-to-device copy through a pinned staging buffer, queued on the default stream: the host
  * memory may be reused at once, and the host waits only when every buffer is in flight
  * (staging.cu). */

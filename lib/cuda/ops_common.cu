@@ -1,7 +1,7 @@
 /* ops_common.cu — the host side of ops.cuh: argument checks for the CUDA operators (the CPU ops'
  * messages, lib/ops/ops_check.c, for device tensors and the backend's storage dtypes), launch
  * failures, scratch, the device-side index checks' read-back (at once or deferred to the next
- * wait), and mpx_cuda_release. */
+ * wait), and what mpx_cuda_release frees besides the backend's context. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -106,7 +106,7 @@ static void keep_pool_memory(void) {
 
 /* The stream-ordered pool's high-water mark of memory in use, plus cuDNN's workspace: the
  * device memory the operators need beyond the graph's arenas (backend.h: scratch_peak). */
-extern "C" size_t mpx_cuda_scratch_peak(void) {
+extern "C" size_t mpx_cuda_scratch_peak(mpx_cuda_ctx *ctx) {
     int dev = 0;
     cudaMemPool_t pool;
     uint64_t high = 0;
@@ -116,7 +116,7 @@ extern "C" size_t mpx_cuda_scratch_peak(void) {
         cudaGetLastError();
         high = 0;
     }
-    return (size_t)high + cuop_conv_workspace_bytes();
+    return (size_t)high + cuop_conv_workspace_bytes(ctx->conv);
 }
 
 mpx_status cuop_scratch(size_t bytes, void **p) {
@@ -237,12 +237,8 @@ mpx_status cuop_checks_release(void) {
     return MPX_OK;
 }
 
-extern "C" mpx_status mpx_cuda_release(void) {
+mpx_status cuop_device_release(void) {
     MPX_CUDA_TRY(cudaDeviceSynchronize());
-    mpx_status conv = cuop_conv_release(), gemm = cuop_gemm_release();
     mpx_status staging = cuop_staging_release(), checks = cuop_checks_release();
-    return conv != MPX_OK      ? conv
-           : gemm != MPX_OK    ? gemm
-           : staging != MPX_OK ? staging
-                               : checks;
+    return staging != MPX_OK ? staging : checks;
 }

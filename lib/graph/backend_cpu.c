@@ -3,10 +3,12 @@
  * The operators compute in FP32; FP16/BF16 storage is emulated by the executor (decode to FP32
  * scratch, round on write), so `native` accepts F32 alone — except for the classes of operators
  * that take 16-bit storage themselves (op_direct_io): the GEMM family where oneDNN multiplies it
- * natively here, batch-norm, ReLU and add everywhere. The CPU backend has no state of its own:
- * its entries ignore the backend they are handed.
+ * natively here, batch-norm, ReLU and add everywhere. The backend's state is the operators'
+ * context (ops.h: mpx_cpu_ctx: oneDNN's caches, scratch, switches), made with the backend on
+ * first use and reached through the backend every entry is handed.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -204,10 +206,11 @@ static void cpu_scaled_sub(const mpx_backend *be, float *w, const float *u, size
  * AVX512_BF16 or AMX; F16 where oneDNN has it): ops.h, mpx_gemm_lowp_native. Batch-norm, ReLU
  * and add take F16 and BF16 tensors on every CPU (tile.h: decoded and rounded tile by tile as
  * they stream them, one pass over memory instead of three). */
+static mpx_cpu_ctx *ctx_of(const mpx_backend *be) { return be->state; }
+
 static int cpu_op_direct_io(const mpx_backend *be, mpx_op_class c, mpx_dtype t) {
-    (void)be;
     switch (c) {
-    case MPX_OPC_GEMM: return mpx_gemm_lowp_native(t);
+    case MPX_OPC_GEMM: return mpx_gemm_lowp_native(ctx_of(be), t);
     case MPX_OPC_BATCHNORM:
     case MPX_OPC_RELU:
     case MPX_OPC_ADD: return t == MPX_F16 || t == MPX_BF16;
@@ -215,8 +218,8 @@ static int cpu_op_direct_io(const mpx_backend *be, mpx_op_class c, mpx_dtype t) 
     }
 }
 
-/* ---- the table's entries that are library functions, with the backend they belong to (the CPU
- * backend has no state of its own) ---- */
+/* ---- the table's entries that are library functions, with the backend they belong to (its
+ * state: the operators' context) ---- */
 
 static void cpu_cast(const mpx_backend *be, const mpx_cast_spec *spec, const float *src, void *dst,
                      size_t n) {
@@ -239,22 +242,19 @@ static void cpu_accumulate(const mpx_backend *be, float *acc, const float *x, si
 static mpx_status cpu_conv2d_forward(const mpx_backend *be, const mpx_conv2d_attr *a,
                                      const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
                                      mpx_tensor *y) {
-    (void)be;
-    return mpx_conv2d_forward_cpu(a, x, w, b, y);
+    return mpx_conv2d_forward_cpu(ctx_of(be), a, x, w, b, y);
 }
 
 static mpx_status cpu_conv2d_backward_data(const mpx_backend *be, const mpx_conv2d_attr *a,
                                            const mpx_tensor *dy, const mpx_tensor *w,
                                            mpx_tensor *dx) {
-    (void)be;
-    return mpx_conv2d_backward_data_cpu(a, dy, w, dx);
+    return mpx_conv2d_backward_data_cpu(ctx_of(be), a, dy, w, dx);
 }
 
 static mpx_status cpu_conv2d_backward_weights(const mpx_backend *be, const mpx_conv2d_attr *a,
                                               const mpx_tensor *dy, const mpx_tensor *x,
                                               mpx_tensor *dw, mpx_tensor *db) {
-    (void)be;
-    return mpx_conv2d_backward_weights_cpu(a, dy, x, dw, db);
+    return mpx_conv2d_backward_weights_cpu(ctx_of(be), a, dy, x, dw, db);
 }
 
 static mpx_status cpu_batchnorm_forward(const mpx_backend *be, const mpx_batchnorm_attr *a,
@@ -315,20 +315,17 @@ static mpx_status cpu_avgpool_global_backward(const mpx_backend *be, const mpx_t
 
 static mpx_status cpu_linear_forward(const mpx_backend *be, const mpx_tensor *x,
                                      const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y) {
-    (void)be;
-    return mpx_linear_forward_cpu(x, w, b, y);
+    return mpx_linear_forward_cpu(ctx_of(be), x, w, b, y);
 }
 
 static mpx_status cpu_linear_backward_data(const mpx_backend *be, const mpx_tensor *dy,
                                            const mpx_tensor *w, mpx_tensor *dx) {
-    (void)be;
-    return mpx_linear_backward_data_cpu(dy, w, dx);
+    return mpx_linear_backward_data_cpu(ctx_of(be), dy, w, dx);
 }
 
 static mpx_status cpu_linear_backward_weights(const mpx_backend *be, const mpx_tensor *dy,
                                               const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db) {
-    (void)be;
-    return mpx_linear_backward_weights_cpu(dy, x, dw, db);
+    return mpx_linear_backward_weights_cpu(ctx_of(be), dy, x, dw, db);
 }
 
 static mpx_status cpu_add_forward(const mpx_backend *be, const mpx_tensor *a, const mpx_tensor *b,
@@ -358,40 +355,34 @@ static mpx_status cpu_softmax_ce_backward(const mpx_backend *be, const mpx_tenso
 
 static mpx_status cpu_linear_t_forward(const mpx_backend *be, const mpx_tensor *x,
                                        const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y) {
-    (void)be;
-    return mpx_linear_t_forward_cpu(x, w, b, y);
+    return mpx_linear_t_forward_cpu(ctx_of(be), x, w, b, y);
 }
 
 static mpx_status cpu_linear_t_backward_data(const mpx_backend *be, const mpx_tensor *dy,
                                              const mpx_tensor *w, mpx_tensor *dx) {
-    (void)be;
-    return mpx_linear_t_backward_data_cpu(dy, w, dx);
+    return mpx_linear_t_backward_data_cpu(ctx_of(be), dy, w, dx);
 }
 
 static mpx_status cpu_linear_t_backward_weights(const mpx_backend *be, const mpx_tensor *dy,
                                                 const mpx_tensor *x, mpx_tensor *dw,
                                                 mpx_tensor *db) {
-    (void)be;
-    return mpx_linear_t_backward_weights_cpu(dy, x, dw, db);
+    return mpx_linear_t_backward_weights_cpu(ctx_of(be), dy, x, dw, db);
 }
 
 static mpx_status cpu_linear_forward_rows(const mpx_backend *be, const mpx_tensor *x,
                                           const mpx_tensor *w, const mpx_tensor *b,
                                           const mpx_tensor *mask, mpx_tensor *y) {
-    (void)be;
-    return mpx_linear_forward_rows_cpu(x, w, b, mask, y);
+    return mpx_linear_forward_rows_cpu(ctx_of(be), x, w, b, mask, y);
 }
 
 static mpx_status cpu_linear_t_forward_rows(const mpx_backend *be, const mpx_tensor *x,
                                             const mpx_tensor *w, const mpx_tensor *b,
                                             const mpx_tensor *mask, mpx_tensor *y) {
-    (void)be;
-    return mpx_linear_t_forward_rows_cpu(x, w, b, mask, y);
+    return mpx_linear_t_forward_rows_cpu(ctx_of(be), x, w, b, mask, y);
 }
 
 static double cpu_skipped_flops(const mpx_backend *be) {
-    (void)be;
-    return mpx_linear_skipped_flops();
+    return mpx_linear_skipped_flops(ctx_of(be));
 }
 
 static mpx_status cpu_layernorm_forward(const mpx_backend *be, float eps, const mpx_tensor *x,
@@ -450,15 +441,13 @@ static mpx_status cpu_embedding_backward(const mpx_backend *be, const mpx_tensor
 
 static mpx_status cpu_bmm_forward(const mpx_backend *be, const mpx_bmm_attr *at,
                                   const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *c) {
-    (void)be;
-    return mpx_bmm_forward_cpu(at, a, b, c);
+    return mpx_bmm_forward_cpu(ctx_of(be), at, a, b, c);
 }
 
 static mpx_status cpu_bmm_backward(const mpx_backend *be, const mpx_bmm_attr *at,
                                    const mpx_tensor *dc, const mpx_tensor *a, const mpx_tensor *b,
                                    mpx_tensor *da, mpx_tensor *db) {
-    (void)be;
-    return mpx_bmm_backward_cpu(at, dc, a, b, da, db);
+    return mpx_bmm_backward_cpu(ctx_of(be), at, dc, a, b, da, db);
 }
 
 static mpx_status cpu_softmax_forward(const mpx_backend *be, float scale, const mpx_tensor *x,
@@ -516,7 +505,8 @@ static mpx_status cpu_multibox_backward(const mpx_backend *be, const mpx_multibo
     return mpx_multibox_backward_cpu(a, probs, target, loc, loc_target, dconf, dloc);
 }
 
-static const mpx_backend g_cpu = {
+/* .state: set once, by mpx_backend_cpu */
+static mpx_backend g_cpu = {
     .name = "cpu",
     .device = MPX_DEV_CPU,
     .native = cpu_native,
@@ -590,4 +580,14 @@ static const mpx_backend g_cpu = {
     .multibox_backward = cpu_multibox_backward,
 };
 
-const mpx_backend *mpx_backend_cpu(void) { return &g_cpu; }
+static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
+static void cpu_make(void) { g_cpu.state = mpx_cpu_ctx_create(); }
+
+const mpx_backend *mpx_backend_cpu(void) {
+    pthread_once(&g_cpu_once, cpu_make);
+    return g_cpu.state ? &g_cpu : NULL;
+}
+
+mpx_cpu_ctx *mpx_backend_cpu_ctx(const mpx_backend *be) {
+    return be && be->device == MPX_DEV_CPU ? be->state : NULL;
+}

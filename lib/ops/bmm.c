@@ -68,35 +68,36 @@ static mpx_status bmm_shapes(const char *op, const mpx_bmm_attr *at, const char 
     return MPX_OK;
 }
 
-mpx_status mpx_bmm_forward_cpu(const mpx_bmm_attr *at, const mpx_tensor *a, const mpx_tensor *b,
-                               mpx_tensor *c) {
+mpx_status mpx_bmm_forward_cpu(mpx_cpu_ctx *ctx, const mpx_bmm_attr *at, const mpx_tensor *a,
+                               const mpx_tensor *b, mpx_tensor *c) {
     static const char *op = "bmm forward";
     bmm_dims d;
     MPX_TRY(bmm_shapes(op, at, "a", a, "b", b, &d));
     MPX_TRY(expect_mat(op, "a", a, "c", c, d.m, "M of op(a)", d.n, "N of op(b)"));
     const int64_t sa = (int64_t)d.m * d.k, sb = (int64_t)d.k * d.n, sc = (int64_t)d.m * d.n;
     float *cd;
-    MPX_TRY(ops_result_begin(op, c, OPS_SLOT_OUT, &cd));
-    if (ops_lowp_pair(a, b)) {
-        MPX_TRY(mpx_gemm_lowp_batched(a->dtype, d.batch, at->trans_a, at->trans_b, d.m, d.n, d.k,
-                                      at->alpha, a->data, d.lda, sa, b->data, d.ldb, sb, cd, d.n,
-                                      sc));
+    MPX_TRY(ops_result_begin(ctx, op, c, OPS_SLOT_OUT, &cd));
+    if (ops_lowp_pair(ctx, a, b)) {
+        MPX_TRY(mpx_gemm_lowp_batched(ctx, a->dtype, d.batch, at->trans_a, at->trans_b, d.m, d.n,
+                                      d.k, at->alpha, a->data, d.lda, sa, b->data, d.ldb, sb, cd,
+                                      d.n, sc));
         ops_result_end(c, cd);
         return MPX_OK;
     }
     const float *ad, *bd;
-    MPX_TRY(ops_f32_of(op, a, OPS_SLOT_A, &ad));
-    MPX_TRY(ops_f32_of(op, b, OPS_SLOT_B, &bd));
+    MPX_TRY(ops_f32_of(ctx, op, a, OPS_SLOT_A, &ad));
+    MPX_TRY(ops_f32_of(ctx, op, b, OPS_SLOT_B, &bd));
 #pragma omp parallel for schedule(static) if (d.batch > 1)
     for (int64_t i = 0; i < d.batch; i++)
-        mpx_sgemm(at->trans_a, at->trans_b, d.m, d.n, d.k, at->alpha, ad + i * sa, d.lda,
+        mpx_sgemm(ctx, at->trans_a, at->trans_b, d.m, d.n, d.k, at->alpha, ad + i * sa, d.lda,
                   bd + i * sb, d.ldb, 0.0f, cd + i * sc, d.n);
     ops_result_end(c, cd);
     return MPX_OK;
 }
 
-mpx_status mpx_bmm_backward_cpu(const mpx_bmm_attr *at, const mpx_tensor *dc, const mpx_tensor *a,
-                                const mpx_tensor *b, mpx_tensor *da, mpx_tensor *db) {
+mpx_status mpx_bmm_backward_cpu(mpx_cpu_ctx *ctx, const mpx_bmm_attr *at, const mpx_tensor *dc,
+                                const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *da,
+                                mpx_tensor *db) {
     static const char *op = "bmm backward";
     bmm_dims d;
     MPX_TRY(bmm_shapes(op, at, "a", a, "b", b, &d));
@@ -113,48 +114,48 @@ mpx_status mpx_bmm_backward_cpu(const mpx_bmm_attr *at, const mpx_tensor *dc, co
     const int ta = at->trans_a, tb = at->trans_b, m = d.m, n = d.n, k = d.k;
     const float alpha = at->alpha;
     float *dad = NULL, *dbd = NULL;
-    MPX_TRY(ops_result_begin(op, da, OPS_SLOT_OUT, &dad));
-    MPX_TRY(ops_result_begin(op, db, OPS_SLOT_OUT2, &dbd));
-    if (ops_lowp_pair(a, b) && a->dtype == dc->dtype) {
+    MPX_TRY(ops_result_begin(ctx, op, da, OPS_SLOT_OUT, &dad));
+    MPX_TRY(ops_result_begin(ctx, op, db, OPS_SLOT_OUT2, &dbd));
+    if (ops_lowp_pair(ctx, a, b) && a->dtype == dc->dtype) {
         const mpx_dtype t = a->dtype;
         const void *A = a->data, *B = b->data, *C = dc->data;
         const int64_t q = d.batch;
         /* da = dc op(b)^T ([M, K]), or its transpose op(b) dc^T ([K, M]) with trans_a */
         if (dad && !ta)
-            MPX_TRY(mpx_gemm_lowp_batched(t, q, 0, !tb, m, k, n, alpha, C, n, sc, B, d.ldb, sb,
+            MPX_TRY(mpx_gemm_lowp_batched(ctx, t, q, 0, !tb, m, k, n, alpha, C, n, sc, B, d.ldb, sb,
                                           dad, k, sa));
         if (dad && ta)
-            MPX_TRY(mpx_gemm_lowp_batched(t, q, tb, 1, k, m, n, alpha, B, d.ldb, sb, C, n, sc,
+            MPX_TRY(mpx_gemm_lowp_batched(ctx, t, q, tb, 1, k, m, n, alpha, B, d.ldb, sb, C, n, sc,
                                           dad, m, sa));
         /* db = op(a)^T dc ([K, N]), or dc^T op(a) ([N, K]) with trans_b */
         if (dbd && !tb)
-            MPX_TRY(mpx_gemm_lowp_batched(t, q, !ta, 0, k, n, m, alpha, A, d.lda, sa, C, n, sc,
+            MPX_TRY(mpx_gemm_lowp_batched(ctx, t, q, !ta, 0, k, n, m, alpha, A, d.lda, sa, C, n, sc,
                                           dbd, n, sb));
         if (dbd && tb)
-            MPX_TRY(mpx_gemm_lowp_batched(t, q, 1, ta, n, k, m, alpha, C, n, sc, A, d.lda, sa,
+            MPX_TRY(mpx_gemm_lowp_batched(ctx, t, q, 1, ta, n, k, m, alpha, C, n, sc, A, d.lda, sa,
                                           dbd, k, sb));
         ops_result_end(da, dad);
         ops_result_end(db, dbd);
         return MPX_OK;
     }
     const float *ad, *bd, *dcd;
-    MPX_TRY(ops_f32_of(op, a, OPS_SLOT_A, &ad));
-    MPX_TRY(ops_f32_of(op, b, OPS_SLOT_B, &bd));
-    MPX_TRY(ops_f32_of(op, dc, OPS_SLOT_BIAS, &dcd));
+    MPX_TRY(ops_f32_of(ctx, op, a, OPS_SLOT_A, &ad));
+    MPX_TRY(ops_f32_of(ctx, op, b, OPS_SLOT_B, &bd));
+    MPX_TRY(ops_f32_of(ctx, op, dc, OPS_SLOT_BIAS, &dcd));
 #pragma omp parallel for schedule(static) if (d.batch > 1)
     for (int64_t i = 0; i < d.batch; i++) {
         const float *ai = ad + i * sa, *bi = bd + i * sb, *ci = dcd + i * sc;
         if (dad) {
             if (!ta) /* dA[M,K] = dC[M,N] @ op(B)^T; op(B)^T is B^T, or B itself when trans_b */
-                mpx_sgemm(0, !tb, m, k, n, alpha, ci, n, bi, d.ldb, 0.0f, dad + i * sa, k);
+                mpx_sgemm(ctx, 0, !tb, m, k, n, alpha, ci, n, bi, d.ldb, 0.0f, dad + i * sa, k);
             else /* dA[K,M] = op(B)[K,N] @ dC^T */
-                mpx_sgemm(tb, 1, k, m, n, alpha, bi, d.ldb, ci, n, 0.0f, dad + i * sa, m);
+                mpx_sgemm(ctx, tb, 1, k, m, n, alpha, bi, d.ldb, ci, n, 0.0f, dad + i * sa, m);
         }
         if (dbd) {
             if (!tb) /* dB[K,N] = op(A)^T[K,M] @ dC; op(A)^T is A^T, or A itself when trans_a */
-                mpx_sgemm(!ta, 0, k, n, m, alpha, ai, d.lda, ci, n, 0.0f, dbd + i * sb, n);
+                mpx_sgemm(ctx, !ta, 0, k, n, m, alpha, ai, d.lda, ci, n, 0.0f, dbd + i * sb, n);
             else /* dB[N,K] = dC^T[N,M] @ op(A) */
-                mpx_sgemm(1, ta, n, k, m, alpha, ci, n, ai, d.lda, 0.0f, dbd + i * sb, k);
+                mpx_sgemm(ctx, 1, ta, n, k, m, alpha, ci, n, ai, d.lda, 0.0f, dbd + i * sb, k);
         }
     }
     ops_result_end(da, dad);

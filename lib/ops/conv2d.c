@@ -5,8 +5,9 @@
  * oneDNN's logical dims are {N,C,H,W} for activations and {K,C,KH,KW} for weights; the format
  * tag maps them onto our layouts, so no user tensor is ever copied.
  *
- * Each distinct (shape, stride, padding, bias, weights layout) gets one cache entry, created on
- * first use and kept until mpx_conv2d_cache_clear(): the primitive descriptors, primitives,
+ * Each distinct (shape, stride, padding, bias, weights layout) gets one entry in the context's
+ * cache, created on first use and kept until mpx_conv2d_cache_clear(): the primitive
+ * descriptors, primitives,
  * memory objects (their data pointers are swapped in per call), the weights buffer in oneDNN's
  * preferred layout with its reorders, and user-mode scratchpads, so a training step allocates
  * no buffers here after its first iteration. One mutex guards the cache and is held while a
@@ -80,9 +81,7 @@ static mpx_status conv_check(const char *op, const mpx_conv2d_attr *a, const cha
 
 /* ---- implementation choice ---- */
 
-static volatile mpx_conv2d_impl g_force = MPX_CONV_AUTO;
-
-void mpx_conv2d_force(mpx_conv2d_impl impl) { g_force = impl; }
+void mpx_conv2d_force(mpx_cpu_ctx *ctx, mpx_conv2d_impl impl) { ctx->conv_force = impl; }
 
 static int conv_is_gemm_shape(const mpx_conv2d_attr *a, const conv_geom *g) {
     return g->kh == 1 && g->kw == 1 && a->stride_h == 1 && a->stride_w == 1 && a->pad_h == 0 &&
@@ -90,8 +89,9 @@ static int conv_is_gemm_shape(const mpx_conv2d_attr *a, const conv_geom *g) {
 }
 
 /* MPX_CONV_SGEMM, MPX_CONV_ONEDNN_HWIO or MPX_CONV_ONEDNN_ANY for this call. */
-static mpx_conv2d_impl conv_pick_impl(const mpx_conv2d_attr *a, const conv_geom *g) {
-    mpx_conv2d_impl f = g_force;
+static mpx_conv2d_impl conv_pick_impl(const mpx_cpu_ctx *ctx, const mpx_conv2d_attr *a,
+                                      const conv_geom *g) {
+    mpx_conv2d_impl f = ctx->conv_force;
     if (f == MPX_CONV_SGEMM && !conv_is_gemm_shape(a, g)) f = MPX_CONV_AUTO;
     if (f != MPX_CONV_AUTO) return f;
     if (conv_is_gemm_shape(a, g) && g->h * g->w <= 49) return MPX_CONV_SGEMM;
@@ -99,11 +99,7 @@ static mpx_conv2d_impl conv_pick_impl(const mpx_conv2d_attr *a, const conv_geom 
     return MPX_CONV_ONEDNN_ANY;
 }
 
-/* ---- oneDNN: engine, stream and the primitive cache ---- */
-
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static dnnl_engine_t g_engine;
-static dnnl_stream_t g_stream;
+/* ---- oneDNN: the primitive cache (in the context's ops_dnnl) ---- */
 
 typedef struct {
     int n, h, w, c, k, kh, kw, sh, sw, ph, pw, bias, wany;
@@ -131,8 +127,6 @@ typedef struct conv_entry {
     struct conv_entry *next;
 } conv_entry;
 
-static conv_entry *g_cache;
-
 static void pass_destroy(conv_pass_state *p) {
     if (p->reorder) dnnl_primitive_destroy(p->reorder);
     dnnl_memory_t mems[] = {p->x, p->y, p->w_user, p->w_prim, p->bias, p->scratch,
@@ -144,19 +138,17 @@ static void pass_destroy(conv_pass_state *p) {
     memset(p, 0, sizeof *p);
 }
 
-void mpx_conv2d_cache_clear(void) {
-    pthread_mutex_lock(&g_lock);
-    while (g_cache) {
-        conv_entry *e = g_cache;
-        g_cache = e->next;
+void mpx_conv2d_cache_clear(mpx_cpu_ctx *ctx) {
+    ops_dnnl *d = &ctx->conv;
+    pthread_mutex_lock(&d->lock);
+    while (d->cache) {
+        conv_entry *e = d->cache;
+        d->cache = e->next;
         for (int i = 2; i >= 0; i--) pass_destroy(&e->pass[i]);
         free(e);
     }
-    if (g_stream) dnnl_stream_destroy(g_stream);
-    if (g_engine) dnnl_engine_destroy(g_engine);
-    g_stream = NULL;
-    g_engine = NULL;
-    pthread_mutex_unlock(&g_lock);
+    ops_dnnl_release(d);
+    pthread_mutex_unlock(&d->lock);
 }
 
 static mpx_status dnnl_fail(int pass, const conv_key *k, const char *call, dnnl_status_t st) {
@@ -200,13 +192,13 @@ static void layout_name(const dnnl_memory_desc_t *md, char *buf, size_t cap) {
 }
 
 /* The primitive for `pd`, with a user-mode scratchpad buffer of the size it asks for. */
-static dnnl_status_t make_prim(dnnl_primitive_desc_t pd, dnnl_primitive_t *prim,
-                               dnnl_memory_t *scratch) {
+static dnnl_status_t make_prim(dnnl_engine_t engine, dnnl_primitive_desc_t pd,
+                               dnnl_primitive_t *prim, dnnl_memory_t *scratch) {
     dnnl_status_t st = dnnl_primitive_create(prim, pd);
     if (st != dnnl_success) return st;
     const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     if (smd && dnnl_memory_desc_get_size(smd) > 0)
-        st = dnnl_memory_create(scratch, smd, g_engine, DNNL_MEMORY_ALLOCATE);
+        st = dnnl_memory_create(scratch, smd, engine, DNNL_MEMORY_ALLOCATE);
     return st;
 }
 
@@ -248,7 +240,8 @@ static dnnl_status_t conv_make_mds(const conv_key *k, int pass, conv_mds *m) {
 }
 
 /* The forward primitive descriptor (also the hint for both backward passes). */
-static mpx_status conv_fwd_pd(const conv_key *k, const conv_mds *m, dnnl_primitive_desc_t *pd) {
+static mpx_status conv_fwd_pd(dnnl_engine_t engine, const conv_key *k, const conv_mds *m,
+                              dnnl_primitive_desc_t *pd) {
     dnnl_convolution_desc_t d;
     DNNL_TRY(0, k, "dnnl_convolution_forward_desc_init",
              dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct,
@@ -257,27 +250,28 @@ static mpx_status conv_fwd_pd(const conv_key *k, const conv_mds *m, dnnl_primiti
                                                 m->pad_l, m->pad_r));
     dnnl_primitive_attr_t attr;
     DNNL_TRY(0, k, "dnnl_primitive_attr_create", user_scratch_attr(&attr));
-    dnnl_status_t st = dnnl_primitive_desc_create(pd, &d, attr, g_engine, NULL);
+    dnnl_status_t st = dnnl_primitive_desc_create(pd, &d, attr, engine, NULL);
     dnnl_primitive_attr_destroy(attr);
     DNNL_TRY(0, k, "dnnl_primitive_desc_create", st);
     return MPX_OK;
 }
 
 /* Fills p for `pass` (p is zeroed; on failure the caller destroys the partial state). */
-static mpx_status conv_pass_create(conv_entry *e, int pass, conv_pass_state *p) {
+static mpx_status conv_pass_create(dnnl_engine_t engine, conv_entry *e, int pass,
+                                   conv_pass_state *p) {
     const conv_key *k = &e->key;
     conv_mds m;
     DNNL_TRY(pass, k, "dnnl_memory_desc_init_by_tag", conv_make_mds(k, pass, &m));
     const dnnl_memory_desc_t *wmd = k->wany ? &m.w_any : &m.w_user;
     if (pass == MPX_CONV_FORWARD) {
-        MPX_TRY(conv_fwd_pd(k, &m, &p->pd));
+        MPX_TRY(conv_fwd_pd(engine, k, &m, &p->pd));
     } else {
         dnnl_primitive_desc_t hint = e->pass[MPX_CONV_FORWARD].pd, own_hint = NULL;
         if (!hint) {
             conv_mds fm;
             DNNL_TRY(pass, k, "dnnl_memory_desc_init_by_tag",
                      conv_make_mds(k, MPX_CONV_FORWARD, &fm));
-            MPX_TRY(conv_fwd_pd(k, &fm, &own_hint));
+            MPX_TRY(conv_fwd_pd(engine, k, &fm, &own_hint));
             hint = own_hint;
         }
         dnnl_convolution_desc_t d;
@@ -290,22 +284,23 @@ static mpx_status conv_pass_create(conv_entry *e, int pass, conv_pass_state *p) 
                       m.strides, m.pad_l, m.pad_r);
         dnnl_primitive_attr_t attr = NULL;
         if (st == dnnl_success) st = user_scratch_attr(&attr);
-        if (st == dnnl_success) st = dnnl_primitive_desc_create(&p->pd, &d, attr, g_engine, hint);
+        if (st == dnnl_success)
+            st = dnnl_primitive_desc_create(&p->pd, &d, attr, engine, hint);
         if (attr) dnnl_primitive_attr_destroy(attr);
         if (own_hint) dnnl_primitive_desc_destroy(own_hint);
         DNNL_TRY(pass, k, "dnnl_primitive_desc_create", st);
     }
-    DNNL_TRY(pass, k, "dnnl_primitive_create", make_prim(p->pd, &p->prim, &p->scratch));
+    DNNL_TRY(pass, k, "dnnl_primitive_create", make_prim(engine, p->pd, &p->prim, &p->scratch));
 
     DNNL_TRY(pass, k, "dnnl_memory_create",
-             dnnl_memory_create(&p->x, &m.x, g_engine, DNNL_MEMORY_NONE));
+             dnnl_memory_create(&p->x, &m.x, engine, DNNL_MEMORY_NONE));
     DNNL_TRY(pass, k, "dnnl_memory_create",
-             dnnl_memory_create(&p->y, &m.y, g_engine, DNNL_MEMORY_NONE));
+             dnnl_memory_create(&p->y, &m.y, engine, DNNL_MEMORY_NONE));
     DNNL_TRY(pass, k, "dnnl_memory_create",
-             dnnl_memory_create(&p->w_user, &m.w_user, g_engine, DNNL_MEMORY_NONE));
+             dnnl_memory_create(&p->w_user, &m.w_user, engine, DNNL_MEMORY_NONE));
     if (k->bias && pass != MPX_CONV_BACKWARD_DATA)
         DNNL_TRY(pass, k, "dnnl_memory_create",
-                 dnnl_memory_create(&p->bias, &m.bias, g_engine, DNNL_MEMORY_NONE));
+                 dnnl_memory_create(&p->bias, &m.bias, engine, DNNL_MEMORY_NONE));
 
     /* The layout the primitive chose for the weights; a reorder when it is not HWIO. */
     const dnnl_memory_desc_t *chosen = dnnl_primitive_desc_query_md(
@@ -315,47 +310,38 @@ static mpx_status conv_pass_create(conv_entry *e, int pass, conv_pass_state *p) 
     layout_name(chosen, p->wfmt, sizeof p->wfmt);
     if (!dnnl_memory_desc_equal(chosen, &m.w_user)) {
         DNNL_TRY(pass, k, "dnnl_memory_create",
-                 dnnl_memory_create(&p->w_prim, chosen, g_engine, DNNL_MEMORY_ALLOCATE));
+                 dnnl_memory_create(&p->w_prim, chosen, engine, DNNL_MEMORY_ALLOCATE));
         const dnnl_memory_desc_t *from = pass == MPX_CONV_BACKWARD_WEIGHTS ? chosen : &m.w_user;
         const dnnl_memory_desc_t *to = pass == MPX_CONV_BACKWARD_WEIGHTS ? &m.w_user : chosen;
         dnnl_primitive_attr_t attr;
         DNNL_TRY(pass, k, "dnnl_primitive_attr_create", user_scratch_attr(&attr));
         dnnl_primitive_desc_t rpd;
-        dnnl_status_t st =
-            dnnl_reorder_primitive_desc_create(&rpd, from, g_engine, to, g_engine, attr);
+        dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, from, engine, to, engine, attr);
         dnnl_primitive_attr_destroy(attr);
         DNNL_TRY(pass, k, "dnnl_reorder_primitive_desc_create", st);
-        st = make_prim(rpd, &p->reorder, &p->reorder_scratch);
+        st = make_prim(engine, rpd, &p->reorder, &p->reorder_scratch);
         dnnl_primitive_desc_destroy(rpd);
         DNNL_TRY(pass, k, "dnnl_primitive_create (weights reorder)", st);
     }
     return MPX_OK;
 }
 
-/* The cached state of `pass` for key k, created on first use. Called with g_lock held. */
-static mpx_status conv_lookup(const conv_key *k, int pass, conv_pass_state **out) {
-    if (!g_engine) {
-        DNNL_TRY(pass, k, "dnnl_engine_create", dnnl_engine_create(&g_engine, dnnl_cpu, 0));
-        dnnl_status_t st = dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags);
-        if (st != dnnl_success) {
-            dnnl_engine_destroy(g_engine);
-            g_engine = NULL;
-            return dnnl_fail(pass, k, "dnnl_stream_create", st);
-        }
-    }
-    conv_entry *e = g_cache;
+/* The cached state of `pass` for key k, created on first use. Called with d->lock held. */
+static mpx_status conv_lookup(ops_dnnl *d, const conv_key *k, int pass, conv_pass_state **out) {
+    DNNL_TRY(pass, k, "creating the oneDNN engine and stream", ops_dnnl_ready(d));
+    conv_entry *e = d->cache;
     while (e && memcmp(&e->key, k, sizeof *k) != 0) e = e->next;
     if (!e) {
         e = calloc(1, sizeof *e);
         if (!e) return mpx_fail(MPX_ERR_NOMEM, "%s: out of memory for the primitive cache",
                                 g_pass_name[pass]);
         e->key = *k;
-        e->next = g_cache;
-        g_cache = e;
+        e->next = d->cache;
+        d->cache = e;
     }
     conv_pass_state *p = &e->pass[pass];
     if (!p->prim) {
-        mpx_status s = conv_pass_create(e, pass, p);
+        mpx_status s = conv_pass_create(d->engine, e, pass, p);
         if (s != MPX_OK) {
             pass_destroy(p);
             return s;
@@ -379,13 +365,13 @@ static conv_key conv_make_key(const mpx_conv2d_attr *a, const conv_geom *g, int 
 
 /* Runs `pass` through oneDNN. x: src / diff_src; y: dst / diff_dst; w: weights / diff weights;
  * b: bias / diff bias (NULL without). */
-static mpx_status conv_run_dnnl(int pass, const conv_key *k, const void *x, const void *y,
-                                const void *w, const void *b) {
-    pthread_mutex_lock(&g_lock);
+static mpx_status conv_run_dnnl(ops_dnnl *d, int pass, const conv_key *k, const void *x,
+                                const void *y, const void *w, const void *b) {
+    pthread_mutex_lock(&d->lock);
     conv_pass_state *p;
-    mpx_status s = conv_lookup(k, pass, &p);
+    mpx_status s = conv_lookup(d, k, pass, &p);
     if (s != MPX_OK) {
-        pthread_mutex_unlock(&g_lock);
+        pthread_mutex_unlock(&d->lock);
         return s;
     }
     dnnl_status_t st = dnnl_success;
@@ -400,7 +386,7 @@ static mpx_status conv_run_dnnl(int pass, const conv_key *k, const void *x, cons
         call = "dnnl_primitive_execute (weights reorder)";
         dnnl_exec_arg_t ra[] = {{DNNL_ARG_FROM, p->w_user}, {DNNL_ARG_TO, p->w_prim},
                                 {DNNL_ARG_SCRATCHPAD, p->reorder_scratch}};
-        st = dnnl_primitive_execute(p->reorder, g_stream, p->reorder_scratch ? 3 : 2, ra);
+        st = dnnl_primitive_execute(p->reorder, d->stream, p->reorder_scratch ? 3 : 2, ra);
     }
     if (st == dnnl_success) {
         call = "dnnl_primitive_execute";
@@ -422,19 +408,19 @@ static mpx_status conv_run_dnnl(int pass, const conv_key *k, const void *x, cons
             if (p->bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_BIAS, p->bias};
         }
         if (p->scratch) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->scratch};
-        st = dnnl_primitive_execute(p->prim, g_stream, na, args);
+        st = dnnl_primitive_execute(p->prim, d->stream, na, args);
     }
     if (st == dnnl_success && p->reorder && pass == MPX_CONV_BACKWARD_WEIGHTS) {
         call = "dnnl_primitive_execute (weights reorder)";
         dnnl_exec_arg_t ra[] = {{DNNL_ARG_FROM, p->w_prim}, {DNNL_ARG_TO, p->w_user},
                                 {DNNL_ARG_SCRATCHPAD, p->reorder_scratch}};
-        st = dnnl_primitive_execute(p->reorder, g_stream, p->reorder_scratch ? 3 : 2, ra);
+        st = dnnl_primitive_execute(p->reorder, d->stream, p->reorder_scratch ? 3 : 2, ra);
     }
     if (st == dnnl_success) {
         call = "dnnl_stream_wait";
-        st = dnnl_stream_wait(g_stream);
+        st = dnnl_stream_wait(d->stream);
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&d->lock);
     if (st != dnnl_success) return dnnl_fail(pass, k, call, st);
     return MPX_OK;
 }
@@ -446,30 +432,31 @@ static mpx_status conv_run_dnnl(int pass, const conv_key *k, const void *x, cons
 
 /* The pass's two inputs in the format they are multiplied in; *lowp their 16-bit dtype (F32:
  * FP32 math). */
-static mpx_status conv_inputs(const char *op, const mpx_tensor *a, const mpx_tensor *b,
-                              const void **pa, const void **pb, mpx_dtype *lowp) {
-    if (ops_lowp_pair(a, b)) {
+static mpx_status conv_inputs(mpx_cpu_ctx *ctx, const char *op, const mpx_tensor *a,
+                              const mpx_tensor *b, const void **pa, const void **pb,
+                              mpx_dtype *lowp) {
+    if (ops_lowp_pair(ctx, a, b)) {
         *pa = a->data, *pb = b->data, *lowp = a->dtype;
         return MPX_OK;
     }
     const float *fa, *fb;
-    MPX_TRY(ops_f32_of(op, a, OPS_SLOT_A, &fa));
-    MPX_TRY(ops_f32_of(op, b, OPS_SLOT_B, &fb));
+    MPX_TRY(ops_f32_of(ctx, op, a, OPS_SLOT_A, &fa));
+    MPX_TRY(ops_f32_of(ctx, op, b, OPS_SLOT_B, &fb));
     *pa = fa, *pb = fb, *lowp = MPX_F32;
     return MPX_OK;
 }
 
 /* C[M,N] (FP32) = op(A) op(B) on operands of `lowp` (F32: FP32). */
-static mpx_status conv_gemm(mpx_dtype lowp, int ta, int tb, int m, int n, int k, const void *a,
-                            int lda, const void *b, int ldb, float *c, int ldc) {
+static mpx_status conv_gemm(mpx_cpu_ctx *ctx, mpx_dtype lowp, int ta, int tb, int m, int n, int k,
+                            const void *a, int lda, const void *b, int ldb, float *c, int ldc) {
     if (lowp == MPX_F32) {
-        mpx_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+        mpx_sgemm(ctx, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
         return MPX_OK;
     }
-    return mpx_gemm_lowp(lowp, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, c, ldc);
+    return mpx_gemm_lowp(ctx, lowp, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, c, ldc);
 }
 
-mpx_status mpx_conv2d_forward_cpu(const mpx_conv2d_attr *a, const mpx_tensor *x,
+mpx_status mpx_conv2d_forward_cpu(mpx_cpu_ctx *ctx, const mpx_conv2d_attr *a, const mpx_tensor *x,
                                   const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y) {
     const char *op = g_pass_name[0];
     conv_geom g = {0};
@@ -478,13 +465,13 @@ mpx_status mpx_conv2d_forward_cpu(const mpx_conv2d_attr *a, const mpx_tensor *x,
     const float *bd;
     float *yd;
     mpx_dtype lowp;
-    MPX_TRY(conv_inputs(op, x, w, &xd, &wd, &lowp));
-    MPX_TRY(ops_f32_of(op, b, OPS_SLOT_BIAS, &bd));
-    MPX_TRY(ops_result_begin(op, y, OPS_SLOT_OUT, &yd));
-    mpx_conv2d_impl impl = conv_pick_impl(a, &g);
+    MPX_TRY(conv_inputs(ctx, op, x, w, &xd, &wd, &lowp));
+    MPX_TRY(ops_f32_of(ctx, op, b, OPS_SLOT_BIAS, &bd));
+    MPX_TRY(ops_result_begin(ctx, op, y, OPS_SLOT_OUT, &yd));
+    mpx_conv2d_impl impl = conv_pick_impl(ctx, a, &g);
     if (impl == MPX_CONV_SGEMM) {
         const int64_t m = (int64_t)g.n * g.h * g.w;
-        MPX_TRY(conv_gemm(lowp, 0, 0, (int)m, g.k, g.c, xd, g.c, wd, g.k, yd, g.k));
+        MPX_TRY(conv_gemm(ctx, lowp, 0, 0, (int)m, g.k, g.c, xd, g.c, wd, g.k, yd, g.k));
         if (bd) {
 #pragma omp parallel for schedule(static) if (m * g.k >= OPS_PAR_MIN)
             for (int64_t i = 0; i < m; i++)
@@ -492,65 +479,68 @@ mpx_status mpx_conv2d_forward_cpu(const mpx_conv2d_attr *a, const mpx_tensor *x,
         }
     } else {
         conv_key k = conv_make_key(a, &g, b != NULL, impl, lowp);
-        MPX_TRY(conv_run_dnnl(MPX_CONV_FORWARD, &k, xd, yd, wd, bd));
+        MPX_TRY(conv_run_dnnl(&ctx->conv, MPX_CONV_FORWARD, &k, xd, yd, wd, bd));
     }
     ops_result_end(y, yd);
     return MPX_OK;
 }
 
-mpx_status mpx_conv2d_backward_data_cpu(const mpx_conv2d_attr *a, const mpx_tensor *dy,
-                                        const mpx_tensor *w, mpx_tensor *dx) {
+mpx_status mpx_conv2d_backward_data_cpu(mpx_cpu_ctx *ctx, const mpx_conv2d_attr *a,
+                                        const mpx_tensor *dy, const mpx_tensor *w, mpx_tensor *dx) {
     const char *op = g_pass_name[1];
     conv_geom g = {0};
     MPX_TRY(conv_check(op, a, "dx", dx, "w", w, "dy", dy, NULL, NULL, &g));
     const void *dyd, *wd;
     float *dxd;
     mpx_dtype lowp;
-    MPX_TRY(conv_inputs(op, dy, w, &dyd, &wd, &lowp));
-    MPX_TRY(ops_result_begin(op, dx, OPS_SLOT_OUT, &dxd));
-    mpx_conv2d_impl impl = conv_pick_impl(a, &g);
+    MPX_TRY(conv_inputs(ctx, op, dy, w, &dyd, &wd, &lowp));
+    MPX_TRY(ops_result_begin(ctx, op, dx, OPS_SLOT_OUT, &dxd));
+    mpx_conv2d_impl impl = conv_pick_impl(ctx, a, &g);
     if (impl == MPX_CONV_SGEMM) { /* dx[M,C] = dy[M,K] @ w[C,K]^T */
         const int m = (int)((int64_t)g.n * g.h * g.w);
-        MPX_TRY(conv_gemm(lowp, 0, 1, m, g.c, g.k, dyd, g.k, wd, g.k, dxd, g.c));
+        MPX_TRY(conv_gemm(ctx, lowp, 0, 1, m, g.c, g.k, dyd, g.k, wd, g.k, dxd, g.c));
     } else {
         conv_key k = conv_make_key(a, &g, 0, impl, lowp);
-        MPX_TRY(conv_run_dnnl(MPX_CONV_BACKWARD_DATA, &k, dxd, dyd, wd, NULL));
+        MPX_TRY(conv_run_dnnl(&ctx->conv, MPX_CONV_BACKWARD_DATA, &k, dxd, dyd, wd, NULL));
     }
     ops_result_end(dx, dxd);
     return MPX_OK;
 }
 
-mpx_status mpx_conv2d_backward_weights_cpu(const mpx_conv2d_attr *a, const mpx_tensor *dy,
-                                           const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db) {
+mpx_status mpx_conv2d_backward_weights_cpu(mpx_cpu_ctx *ctx, const mpx_conv2d_attr *a,
+                                           const mpx_tensor *dy, const mpx_tensor *x,
+                                           mpx_tensor *dw, mpx_tensor *db) {
     const char *op = g_pass_name[2];
     conv_geom g = {0};
     MPX_TRY(conv_check(op, a, "x", x, "dw", dw, "dy", dy, "db", db, &g));
     const void *dyd, *xd;
     float *dwd, *dbd;
     mpx_dtype lowp;
-    MPX_TRY(conv_inputs(op, dy, x, &dyd, &xd, &lowp));
-    MPX_TRY(ops_result_begin(op, dw, OPS_SLOT_OUT, &dwd));
-    MPX_TRY(ops_result_begin(op, db, OPS_SLOT_OUT2, &dbd));
-    mpx_conv2d_impl impl = conv_pick_impl(a, &g);
+    MPX_TRY(conv_inputs(ctx, op, dy, x, &dyd, &xd, &lowp));
+    MPX_TRY(ops_result_begin(ctx, op, dw, OPS_SLOT_OUT, &dwd));
+    MPX_TRY(ops_result_begin(ctx, op, db, OPS_SLOT_OUT2, &dbd));
+    mpx_conv2d_impl impl = conv_pick_impl(ctx, a, &g);
     if (impl == MPX_CONV_SGEMM) { /* dw[C,K] = x[M,C]^T @ dy[M,K]; db = column sums of dy */
         const int m = (int)((int64_t)g.n * g.h * g.w);
-        MPX_TRY(conv_gemm(lowp, 1, 0, g.c, g.k, m, xd, g.c, dyd, g.k, dwd, g.k));
+        MPX_TRY(conv_gemm(ctx, lowp, 1, 0, g.c, g.k, m, xd, g.c, dyd, g.k, dwd, g.k));
         if (dbd) {
             const float *dyf = dyd;
-            if (lowp != MPX_F32) MPX_TRY(ops_f32_of(op, dy, OPS_SLOT_GEMM_A, &dyf));
+            if (lowp != MPX_F32)
+                MPX_TRY(ops_f32_of(ctx, op, dy, OPS_SLOT_GEMM_A, &dyf));
             ops_column_sums(dyf, m, g.k, dbd);
         }
     } else {
         conv_key k = conv_make_key(a, &g, db != NULL, impl, lowp);
-        MPX_TRY(conv_run_dnnl(MPX_CONV_BACKWARD_WEIGHTS, &k, xd, dyd, dwd, dbd));
+        MPX_TRY(conv_run_dnnl(&ctx->conv, MPX_CONV_BACKWARD_WEIGHTS, &k, xd, dyd, dwd, dbd));
     }
     ops_result_end(dw, dwd);
     ops_result_end(db, dbd);
     return MPX_OK;
 }
 
-mpx_status mpx_conv2d_describe(mpx_conv2d_pass pass, const mpx_conv2d_attr *a, const mpx_tensor *x,
-                               const mpx_tensor *w, int with_bias, char *buf, size_t cap) {
+mpx_status mpx_conv2d_describe(mpx_cpu_ctx *ctx, mpx_conv2d_pass pass, const mpx_conv2d_attr *a,
+                               const mpx_tensor *x, const mpx_tensor *w, int with_bias, char *buf,
+                               size_t cap) {
     if ((unsigned)pass > MPX_CONV_BACKWARD_WEIGHTS)
         return mpx_fail(MPX_ERR_INPUT, "conv2d describe: unknown pass %d", (int)pass);
     const char *op = g_pass_name[pass];
@@ -564,24 +554,25 @@ mpx_status mpx_conv2d_describe(mpx_conv2d_pass pass, const mpx_conv2d_attr *a, c
     }
     conv_geom g = {0};
     MPX_TRY(conv_check(op, a, "x", x, "w", w, "y", &y, NULL, NULL, &g));
-    mpx_conv2d_impl impl = conv_pick_impl(a, &g);
+    mpx_conv2d_impl impl = conv_pick_impl(ctx, a, &g);
     if (impl == MPX_CONV_SGEMM) {
         int m = (int)((int64_t)g.n * g.h * g.w);
-        const char *lib = pass == MPX_CONV_FORWARD        ? mpx_sgemm_choice(0, 0, m, g.k, g.c)
-                          : pass == MPX_CONV_BACKWARD_DATA ? mpx_sgemm_choice(0, 1, m, g.c, g.k)
-                                                           : mpx_sgemm_choice(1, 0, g.c, g.k, m);
+        const char *lib = pass == MPX_CONV_FORWARD ? mpx_sgemm_choice(ctx, 0, 0, m, g.k, g.c)
+                          : pass == MPX_CONV_BACKWARD_DATA
+                              ? mpx_sgemm_choice(ctx, 0, 1, m, g.c, g.k)
+                              : mpx_sgemm_choice(ctx, 1, 0, g.c, g.k, m);
         snprintf(buf, cap, "sgemm %s", lib);
         return MPX_OK;
     }
     conv_key k = conv_make_key(a, &g, with_bias != 0, impl, MPX_F32);
-    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&ctx->conv.lock);
     conv_pass_state *p;
-    mpx_status s = conv_lookup(&k, pass, &p);
+    mpx_status s = conv_lookup(&ctx->conv, &k, pass, &p);
     if (s == MPX_OK) {
         const char *name = "?";
         dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &name);
         snprintf(buf, cap, "onednn %s weights %s%s", name, p->wfmt, p->reorder ? " (reorder)" : "");
     }
-    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_unlock(&ctx->conv.lock);
     return s;
 }

@@ -8,27 +8,26 @@
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 
-#include "mpx/ops.h"
+#include "ops_internal.h"
 
-static volatile mpx_gemm_impl g_force = MPX_GEMM_AUTO;
+void mpx_sgemm_force(mpx_cpu_ctx *ctx, mpx_gemm_impl impl) { ctx->sgemm_force = impl; }
 
-void mpx_sgemm_force(mpx_gemm_impl impl) { g_force = impl; }
+static mpx_gemm_impl gemm_pick(const mpx_cpu_ctx *ctx) {
+    return ctx->sgemm_force != MPX_GEMM_AUTO ? ctx->sgemm_force : MPX_GEMM_ONEDNN;
+}
 
-static mpx_gemm_impl gemm_pick(int trans_a, int trans_b, int m, int n, int k) {
+const char *mpx_sgemm_choice(const mpx_cpu_ctx *ctx, int trans_a, int trans_b, int m, int n,
+                             int k) {
     (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k;
-    return g_force != MPX_GEMM_AUTO ? g_force : MPX_GEMM_ONEDNN;
+    return gemm_pick(ctx) == MPX_GEMM_ONEDNN ? "onednn" : "openblas";
 }
 
-const char *mpx_sgemm_choice(int trans_a, int trans_b, int m, int n, int k) {
-    return gemm_pick(trans_a, trans_b, m, n, k) == MPX_GEMM_ONEDNN ? "onednn" : "openblas";
-}
-
-void mpx_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-               const float *b, int ldb, float beta, float *c, int ldc) {
+void mpx_sgemm(const mpx_cpu_ctx *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
+               const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
     if (m <= 0 || n <= 0) return;
     /* oneDNN only refuses malformed arguments (which OpenBLAS then reports through xerbla);
      * falling through keeps this void API total. */
-    if (gemm_pick(trans_a, trans_b, m, n, k) == MPX_GEMM_ONEDNN &&
+    if (gemm_pick(ctx) == MPX_GEMM_ONEDNN &&
         dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta,
                    c, ldc) == dnnl_success)
         return;

@@ -68,30 +68,30 @@ static size_t esz(mpx_dtype dt) { return dt == MPX_F32 ? 4 : 2; }
 
 /* The two GEMM operands of a pass in the format they are multiplied in: both 16-bit when this
  * CPU multiplies their format natively, else both FP32 (16-bit ones decoded into scratch). */
-static mpx_status operands(const char *op, const mpx_tensor *a, const mpx_tensor *b, operand *oa,
-                           operand *ob) {
-    if (ops_lowp_pair(a, b)) {
+static mpx_status operands(mpx_cpu_ctx *ctx, const char *op, const mpx_tensor *a,
+                           const mpx_tensor *b, operand *oa, operand *ob) {
+    if (ops_lowp_pair(ctx, a, b)) {
         *oa = (operand){a->data, a->dtype};
         *ob = (operand){b->data, b->dtype};
         return MPX_OK;
     }
     const float *fa, *fb;
-    MPX_TRY(ops_f32_of(op, a, OPS_SLOT_A, &fa));
-    MPX_TRY(ops_f32_of(op, b, OPS_SLOT_B, &fb));
+    MPX_TRY(ops_f32_of(ctx, op, a, OPS_SLOT_A, &fa));
+    MPX_TRY(ops_f32_of(ctx, op, b, OPS_SLOT_B, &fb));
     *oa = (operand){(const char *)fa, MPX_F32};
     *ob = (operand){(const char *)fb, MPX_F32};
     return MPX_OK;
 }
 
 /* C[M,N] (FP32) = op(A) @ op(B); A and B in the same format. */
-static mpx_status gemm(int ta, int tb, int m, int n, int k, operand a, int lda, operand b, int ldb,
-                       float *c, int ldc) {
+static mpx_status gemm(mpx_cpu_ctx *ctx, int ta, int tb, int m, int n, int k, operand a, int lda,
+                       operand b, int ldb, float *c, int ldc) {
     if (a.dt == MPX_F32) {
-        mpx_sgemm(ta, tb, m, n, k, 1.0f, (const float *)a.p, lda, (const float *)b.p, ldb, 0.0f, c,
-                  ldc);
+        mpx_sgemm(ctx, ta, tb, m, n, k, 1.0f, (const float *)a.p, lda, (const float *)b.p, ldb,
+                  0.0f, c, ldc);
         return MPX_OK;
     }
-    return mpx_gemm_lowp(a.dt, ta, tb, m, n, k, 1.0f, a.p, lda, b.p, ldb, c, ldc);
+    return mpx_gemm_lowp(ctx, a.dt, ta, tb, m, n, k, 1.0f, a.p, lda, b.p, ldb, c, ldc);
 }
 
 /* 1 when row r of n elements is all ±0 (NaN is nonzero). Blocks of 64 compares vectorise; the
@@ -156,28 +156,26 @@ static operand gather_rows(operand src, const int64_t *idx, int64_t k, int64_t n
     return (operand){dst, src.dt};
 }
 
-static double g_skipped_flops;
-
-double mpx_linear_skipped_flops(void) { return g_skipped_flops; }
+double mpx_linear_skipped_flops(const mpx_cpu_ctx *ctx) { return ctx->skipped_flops; }
 
 /* Worth gathering: at least a quarter of the m rows left out. */
 static int few_live(int64_t k, int64_t m) { return k <= m - m / 4 && k < m; }
 
 /* The live-row list, m slots (NULL when it cannot grow: the full GEMM then). */
-static int64_t *row_list(int64_t m) {
-    return ops_scratch(OPS_SLOT_ROWS_A, (size_t)m * sizeof(int64_t));
+static int64_t *row_list(mpx_cpu_ctx *ctx, int64_t m) {
+    return ops_scratch(ctx, OPS_SLOT_ROWS_A, (size_t)m * sizeof(int64_t));
 }
 
 /* Scratch for k gathered rows of n elements of dt, in slot `slot`. */
-static char *rows_of(int slot, int64_t k, int64_t n, mpx_dtype dt) {
-    return ops_scratch(slot, (size_t)(k > 0 ? k : 1) * (size_t)n * esz(dt) + 64);
+static char *rows_of(mpx_cpu_ctx *ctx, int slot, int64_t k, int64_t n, mpx_dtype dt) {
+    return ops_scratch(ctx, slot, (size_t)(k > 0 ? k : 1) * (size_t)n * esz(dt) + 64);
 }
 
 /* dx[M, IN] (FP32) = dy[M, OUT] @ op(w) with op(w) [OUT, IN] (trans_w: w is [IN, OUT], ldw its
  * row length), on dy's nonzero rows when that pays (see the top of the file). */
-static mpx_status backward_data(operand dy, operand w, int trans_w, int ldw, int64_t m, int in,
-                                int out, float *dx) {
-    int64_t *idx = m >= 4 ? row_list(m) : NULL;
+static mpx_status backward_data(mpx_cpu_ctx *ctx, operand dy, operand w, int trans_w, int ldw,
+                                int64_t m, int in, int out, float *dx) {
+    int64_t *idx = m >= 4 ? row_list(ctx, m) : NULL;
     int64_t k = idx ? live_rows(dy, m, out, NULL, 0, idx) : m;
     char *dyk = NULL;
     float *dxk = NULL;
@@ -185,13 +183,14 @@ static mpx_status backward_data(operand dy, operand w, int trans_w, int ldw, int
     for (int64_t r = 0; few_live(k, m) && w_finite && r < (trans_w ? in : out); r++)
         w_finite = row_is_finite(w, r, trans_w ? out : in);
     if (few_live(k, m) && w_finite) {
-        dyk = rows_of(OPS_SLOT_ROWS_B, k, out, dy.dt);
-        dxk = ops_scratch(OPS_SLOT_OUT2, (size_t)(k > 0 ? k : 1) * (size_t)in * sizeof *dxk);
+        dyk = rows_of(ctx, OPS_SLOT_ROWS_B, k, out, dy.dt);
+        dxk = ops_scratch(ctx, OPS_SLOT_OUT2, (size_t)(k > 0 ? k : 1) * (size_t)in * sizeof *dxk);
     }
-    if (!dyk || !dxk) return gemm(0, trans_w, (int)m, in, out, dy, out, w, ldw, dx, in);
-    g_skipped_flops += 2.0 * (double)(m - k) * in * out;
+    if (!dyk || !dxk)
+        return gemm(ctx, 0, trans_w, (int)m, in, out, dy, out, w, ldw, dx, in);
+    ctx->skipped_flops += 2.0 * (double)(m - k) * in * out;
     const operand dy_live = gather_rows(dy, idx, k, out, dyk);
-    MPX_TRY(gemm(0, trans_w, (int)k, in, out, dy_live, out, w, ldw, dxk, in));
+    MPX_TRY(gemm(ctx, 0, trans_w, (int)k, in, out, dy_live, out, w, ldw, dxk, in));
     memset(dx, 0, (size_t)m * (size_t)in * sizeof *dx);
 #pragma omp parallel for schedule(static) if (k * in >= OPS_PAR_MIN)
     for (int64_t j = 0; j < k; j++) memcpy(dx + idx[j] * in, dxk + j * in, (size_t)in * sizeof *dx);
@@ -201,18 +200,18 @@ static mpx_status backward_data(operand dy, operand w, int trans_w, int ldw, int
 /* The weight and bias gradients (FP32) from dy [M, OUT] and x [M, IN]: dw = x^T @ dy ([IN,
  * OUT], w_t == 0) or dy^T @ x ([OUT, IN], w_t == 1), db = column sums of dy; on the rows that
  * contribute when that pays (see the top of the file). */
-static mpx_status backward_weights(const char *op, operand dy, operand x, int w_t, int64_t m,
-                                   int in, int out, float *dw, float *db) {
-    int64_t *idx = m >= 4 ? row_list(m) : NULL;
+static mpx_status backward_weights(mpx_cpu_ctx *ctx, const char *op, operand dy, operand x, int w_t,
+                                   int64_t m, int in, int out, float *dw, float *db) {
+    int64_t *idx = m >= 4 ? row_list(ctx, m) : NULL;
     int64_t k = idx ? live_rows(dy, m, out, &x, in, idx) : m;
     char *dyk = NULL, *xk = NULL;
     if (few_live(k, m)) {
-        dyk = rows_of(OPS_SLOT_ROWS_B, k, out, dy.dt);
-        xk = rows_of(OPS_SLOT_OUT2, k, in, x.dt);
+        dyk = rows_of(ctx, OPS_SLOT_ROWS_B, k, out, dy.dt);
+        xk = rows_of(ctx, OPS_SLOT_OUT2, k, in, x.dt);
     }
     int64_t rows = m;
     if (dyk && xk) {
-        g_skipped_flops += 2.0 * (double)(m - k) * in * out;
+        ctx->skipped_flops += 2.0 * (double)(m - k) * in * out;
         dy = gather_rows(dy, idx, k, out, dyk);
         x = gather_rows(x, idx, k, in, xk);
         rows = k;
@@ -223,15 +222,15 @@ static mpx_status backward_weights(const char *op, operand dy, operand x, int w_
         return MPX_OK;
     }
     if (w_t)
-        MPX_TRY(gemm(1, 0, out, in, (int)rows, dy, out, x, in, dw, in));
+        MPX_TRY(gemm(ctx, 1, 0, out, in, (int)rows, dy, out, x, in, dw, in));
     else
-        MPX_TRY(gemm(1, 0, in, out, (int)rows, x, in, dy, out, dw, out));
+        MPX_TRY(gemm(ctx, 1, 0, in, out, (int)rows, x, in, dy, out, dw, out));
     if (!db) return MPX_OK;
     const float *dyf = (const float *)dy.p;
     if (dy.dt != MPX_F32) { /* the rows' values for the column sums */
         mpx_tensor t = {.dtype = dy.dt, .device = MPX_DEV_CPU, .ndim = 2, .shape = {rows, out},
                         .data = (void *)dy.p};
-        MPX_TRY(ops_f32_of(op, &t, OPS_SLOT_GEMM_A, &dyf));
+        MPX_TRY(ops_f32_of(ctx, op, &t, OPS_SLOT_GEMM_A, &dyf));
     }
     ops_column_sums(dyf, rows, out, db);
     return MPX_OK;
@@ -241,9 +240,10 @@ static mpx_status backward_weights(const char *op, operand dy, operand x, int w_
  * row length). With a mask (I32 [M]) only the rows whose mask is >= 0 are computed, gathered
  * into scratch when at least a quarter are left out, and the others are written +0: the rows a
  * softmax cross-entropy reads, given its labels (a negative label: the row is ignored). */
-static mpx_status forward(operand x, operand w, int trans_w, int ldw, const float *b,
-                          const int32_t *mask, int64_t m, int in, int out, float *y) {
-    int64_t k = m, *idx = mask ? row_list(m) : NULL;
+static mpx_status forward(mpx_cpu_ctx *ctx, operand x, operand w, int trans_w, int ldw,
+                          const float *b, const int32_t *mask, int64_t m, int in, int out,
+                          float *y) {
+    int64_t k = m, *idx = mask ? row_list(ctx, m) : NULL;
     char *xk = NULL;
     float *yk = NULL;
     if (idx) {
@@ -251,20 +251,21 @@ static mpx_status forward(operand x, operand w, int trans_w, int ldw, const floa
         for (int64_t i = 0; i < m; i++)
             if (mask[i] >= 0) idx[k++] = i;
         if (few_live(k, m)) {
-            xk = rows_of(OPS_SLOT_ROWS_B, k, in, x.dt);
-            yk = ops_scratch(OPS_SLOT_OUT2, (size_t)(k > 0 ? k : 1) * (size_t)out * sizeof *yk);
+            xk = rows_of(ctx, OPS_SLOT_ROWS_B, k, in, x.dt);
+            yk =
+                ops_scratch(ctx, OPS_SLOT_OUT2, (size_t)(k > 0 ? k : 1) * (size_t)out * sizeof *yk);
         }
     }
     operand xs = x;
     float *ys = y;
     int64_t rows = m;
     if (xk && yk) {
-        g_skipped_flops += 2.0 * (double)(m - k) * in * out;
+        ctx->skipped_flops += 2.0 * (double)(m - k) * in * out;
         xs = gather_rows(x, idx, k, in, xk);
         ys = yk;
         rows = k;
     }
-    MPX_TRY(gemm(0, trans_w, (int)rows, out, in, xs, in, w, ldw, ys, out));
+    MPX_TRY(gemm(ctx, 0, trans_w, (int)rows, out, in, xs, in, w, ldw, ys, out));
     if (b) {
 #pragma omp parallel for schedule(static) if (rows * out >= OPS_PAR_MIN)
         for (int64_t i = 0; i < rows; i++)
@@ -279,41 +280,41 @@ static mpx_status forward(operand x, operand w, int trans_w, int ldw, const floa
 
 /* The passes on tensors: operands in the format they are multiplied in, FP32 results rounded
  * into 16-bit outputs. */
-static mpx_status run_forward(const char *op, const mpx_tensor *x, const mpx_tensor *w,
-                              int trans_w, int ldw, const mpx_tensor *b, const mpx_tensor *mask,
-                              int64_t m, int in, int out, mpx_tensor *y) {
+static mpx_status run_forward(mpx_cpu_ctx *ctx, const char *op, const mpx_tensor *x,
+                              const mpx_tensor *w, int trans_w, int ldw, const mpx_tensor *b,
+                              const mpx_tensor *mask, int64_t m, int in, int out, mpx_tensor *y) {
     operand ox, ow;
     const float *bf;
     float *yf;
-    MPX_TRY(operands(op, x, w, &ox, &ow));
-    MPX_TRY(ops_f32_of(op, b, OPS_SLOT_BIAS, &bf));
-    MPX_TRY(ops_result_begin(op, y, OPS_SLOT_OUT, &yf));
-    MPX_TRY(forward(ox, ow, trans_w, ldw, bf, mask ? mask->data : NULL, m, in, out, yf));
+    MPX_TRY(operands(ctx, op, x, w, &ox, &ow));
+    MPX_TRY(ops_f32_of(ctx, op, b, OPS_SLOT_BIAS, &bf));
+    MPX_TRY(ops_result_begin(ctx, op, y, OPS_SLOT_OUT, &yf));
+    MPX_TRY(forward(ctx, ox, ow, trans_w, ldw, bf, mask ? mask->data : NULL, m, in, out, yf));
     ops_result_end(y, yf);
     return MPX_OK;
 }
 
-static mpx_status run_backward_data(const char *op, const mpx_tensor *dy, const mpx_tensor *w,
-                                    int trans_w, int ldw, int64_t m, int in, int out,
-                                    mpx_tensor *dx) {
+static mpx_status run_backward_data(mpx_cpu_ctx *ctx, const char *op, const mpx_tensor *dy,
+                                    const mpx_tensor *w, int trans_w, int ldw, int64_t m, int in,
+                                    int out, mpx_tensor *dx) {
     operand od, ow;
     float *dxf;
-    MPX_TRY(operands(op, dy, w, &od, &ow));
-    MPX_TRY(ops_result_begin(op, dx, OPS_SLOT_OUT, &dxf));
-    MPX_TRY(backward_data(od, ow, trans_w, ldw, m, in, out, dxf));
+    MPX_TRY(operands(ctx, op, dy, w, &od, &ow));
+    MPX_TRY(ops_result_begin(ctx, op, dx, OPS_SLOT_OUT, &dxf));
+    MPX_TRY(backward_data(ctx, od, ow, trans_w, ldw, m, in, out, dxf));
     ops_result_end(dx, dxf);
     return MPX_OK;
 }
 
-static mpx_status run_backward_weights(const char *op, const mpx_tensor *dy, const mpx_tensor *x,
-                                       int w_t, int64_t m, int in, int out, mpx_tensor *dw,
-                                       mpx_tensor *db) {
+static mpx_status run_backward_weights(mpx_cpu_ctx *ctx, const char *op, const mpx_tensor *dy,
+                                       const mpx_tensor *x, int w_t, int64_t m, int in, int out,
+                                       mpx_tensor *dw, mpx_tensor *db) {
     operand od, ox;
     float *dwf, *dbf;
-    MPX_TRY(operands(op, dy, x, &od, &ox));
-    MPX_TRY(ops_result_begin(op, dw, OPS_SLOT_OUT, &dwf));
-    MPX_TRY(ops_result_begin(op, db, OPS_SLOT_BIAS, &dbf));
-    MPX_TRY(backward_weights(op, od, ox, w_t, m, in, out, dwf, dbf));
+    MPX_TRY(operands(ctx, op, dy, x, &od, &ox));
+    MPX_TRY(ops_result_begin(ctx, op, dw, OPS_SLOT_OUT, &dwf));
+    MPX_TRY(ops_result_begin(ctx, op, db, OPS_SLOT_BIAS, &dbf));
+    MPX_TRY(backward_weights(ctx, op, od, ox, w_t, m, in, out, dwf, dbf));
     ops_result_end(dw, dwf);
     ops_result_end(db, dbf);
     return MPX_OK;
@@ -325,9 +326,8 @@ static mpx_status mask_check(const char *op, const mpx_tensor *mask, int64_t m) 
     return ops_expect_dim(op, "mask", mask, 0, m, "M, the rows of x");
 }
 
-mpx_status mpx_linear_forward_rows_cpu(const mpx_tensor *x, const mpx_tensor *w,
-                                       const mpx_tensor *b, const mpx_tensor *mask,
-                                       mpx_tensor *y) {
+mpx_status mpx_linear_forward_rows_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *x, const mpx_tensor *w,
+                                       const mpx_tensor *b, const mpx_tensor *mask, mpx_tensor *y) {
     static const char *op = "linear forward";
     int64_t m;
     MPX_TRY(linear_shapes(op, "x", x, "w", w, &m));
@@ -338,26 +338,27 @@ mpx_status mpx_linear_forward_rows_cpu(const mpx_tensor *x, const mpx_tensor *w,
         MPX_TRY(ops_expect_dim(op, "b", b, 0, out, "OUT, dim 1 of the weights"));
     }
     if (mask) MPX_TRY(mask_check(op, mask, m));
-    return run_forward(op, x, w, 0, out, b, mask, m, in, out, y);
+    return run_forward(ctx, op, x, w, 0, out, b, mask, m, in, out, y);
 }
 
-mpx_status mpx_linear_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
-                                  mpx_tensor *y) {
-    return mpx_linear_forward_rows_cpu(x, w, b, NULL, y);
+mpx_status mpx_linear_forward_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *x, const mpx_tensor *w,
+                                  const mpx_tensor *b, mpx_tensor *y) {
+    return mpx_linear_forward_rows_cpu(ctx, x, w, b, NULL, y);
 }
 
-mpx_status mpx_linear_backward_data_cpu(const mpx_tensor *dy, const mpx_tensor *w, mpx_tensor *dx) {
+mpx_status mpx_linear_backward_data_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *dy, const mpx_tensor *w,
+                                        mpx_tensor *dx) {
     static const char *op = "linear backward-data";
     int64_t m;
     MPX_TRY(linear_shapes(op, "dx", dx, "w", w, &m));
     int in = (int)w->shape[0], out = (int)w->shape[1];
     MPX_TRY(same_leading(op, "dx", dx, "dy", dy, out, "OUT, dim 1 of the weights"));
     /* dx[M,IN] = dy[M,OUT] @ w[IN,OUT]^T */
-    return run_backward_data(op, dy, w, 1, out, m, in, out, dx);
+    return run_backward_data(ctx, op, dy, w, 1, out, m, in, out, dx);
 }
 
-mpx_status mpx_linear_backward_weights_cpu(const mpx_tensor *dy, const mpx_tensor *x,
-                                           mpx_tensor *dw, mpx_tensor *db) {
+mpx_status mpx_linear_backward_weights_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *dy,
+                                           const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db) {
     static const char *op = "linear backward-weights";
     int64_t m;
     MPX_TRY(linear_shapes(op, "x", x, "dw", dw, &m));
@@ -368,7 +369,7 @@ mpx_status mpx_linear_backward_weights_cpu(const mpx_tensor *dy, const mpx_tenso
         MPX_TRY(ops_expect_dim(op, "db", db, 0, out, "OUT, dim 1 of dw"));
     }
     /* dw[IN,OUT] = x[M,IN]^T @ dy[M,OUT] */
-    return run_backward_weights(op, dy, x, 0, m, in, out, dw, db);
+    return run_backward_weights(ctx, op, dy, x, 0, m, in, out, dw, db);
 }
 
 /* ---- the same layer with weights stored [OUT, IN] (PyTorch's layout; BERT's MLM decoder uses
@@ -387,7 +388,7 @@ static mpx_status linear_t_shapes(const char *op, const char *xn, const mpx_tens
     return MPX_OK;
 }
 
-mpx_status mpx_linear_t_forward_rows_cpu(const mpx_tensor *x, const mpx_tensor *w,
+mpx_status mpx_linear_t_forward_rows_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *x, const mpx_tensor *w,
                                          const mpx_tensor *b, const mpx_tensor *mask,
                                          mpx_tensor *y) {
     static const char *op = "linear_t forward";
@@ -401,27 +402,27 @@ mpx_status mpx_linear_t_forward_rows_cpu(const mpx_tensor *x, const mpx_tensor *
     }
     if (mask) MPX_TRY(mask_check(op, mask, m));
     /* y[M,OUT] = x[M,IN] @ w[OUT,IN]^T */
-    return run_forward(op, x, w, 1, in, b, mask, m, in, out, y);
+    return run_forward(ctx, op, x, w, 1, in, b, mask, m, in, out, y);
 }
 
-mpx_status mpx_linear_t_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
-                                    mpx_tensor *y) {
-    return mpx_linear_t_forward_rows_cpu(x, w, b, NULL, y);
+mpx_status mpx_linear_t_forward_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *x, const mpx_tensor *w,
+                                    const mpx_tensor *b, mpx_tensor *y) {
+    return mpx_linear_t_forward_rows_cpu(ctx, x, w, b, NULL, y);
 }
 
-mpx_status mpx_linear_t_backward_data_cpu(const mpx_tensor *dy, const mpx_tensor *w,
-                                          mpx_tensor *dx) {
+mpx_status mpx_linear_t_backward_data_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *dy,
+                                          const mpx_tensor *w, mpx_tensor *dx) {
     static const char *op = "linear_t backward-data";
     int64_t m;
     MPX_TRY(linear_t_shapes(op, "dx", dx, "w", w, &m));
     int out = (int)w->shape[0], in = (int)w->shape[1];
     MPX_TRY(same_leading(op, "dx", dx, "dy", dy, out, "OUT, dim 0 of the weights"));
     /* dx[M,IN] = dy[M,OUT] @ w[OUT,IN] */
-    return run_backward_data(op, dy, w, 0, in, m, in, out, dx);
+    return run_backward_data(ctx, op, dy, w, 0, in, m, in, out, dx);
 }
 
-mpx_status mpx_linear_t_backward_weights_cpu(const mpx_tensor *dy, const mpx_tensor *x,
-                                             mpx_tensor *dw, mpx_tensor *db) {
+mpx_status mpx_linear_t_backward_weights_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *dy,
+                                             const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db) {
     static const char *op = "linear_t backward-weights";
     int64_t m;
     MPX_TRY(linear_t_shapes(op, "x", x, "dw", dw, &m));
@@ -432,5 +433,5 @@ mpx_status mpx_linear_t_backward_weights_cpu(const mpx_tensor *dy, const mpx_ten
         MPX_TRY(ops_expect_dim(op, "db", db, 0, out, "OUT, dim 0 of dw"));
     }
     /* dw[OUT,IN] = dy[M,OUT]^T @ x[M,IN] */
-    return run_backward_weights(op, dy, x, 1, m, in, out, dw, db);
+    return run_backward_weights(ctx, op, dy, x, 1, m, in, out, dw, db);
 }

@@ -1,4 +1,5 @@
-/* ops_internal.h — argument checks and loop helpers shared by the CPU ops (lib/ops only).
+/* ops_internal.h — argument checks, loop helpers and the operators' context (struct mpx_cpu_ctx)
+ * shared by the CPU ops (lib/ops only).
  *
  * Every check returns MPX_OK or MPX_ERR_INPUT with a message "<op>: <tensor> ..." that names
  * the tensor, its shape or dtype, and what was expected.
@@ -6,10 +7,13 @@
 #ifndef MPX_OPS_INTERNAL_H
 #define MPX_OPS_INTERNAL_H
 
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "mpx/error.h"
+#include "mpx/ops.h"
 #include "mpx/tensor.h"
 
 /* Element count below which an OpenMP region costs more than it saves. Measured here with 2
@@ -35,22 +39,50 @@ mpx_status ops_expect_dim(const char *op, const char *name, const mpx_tensor *t,
 mpx_status ops_expect_same_shape(const char *op, const char *name_a, const mpx_tensor *a,
                                  const char *name_b, const mpx_tensor *b);
 
-/* ---- 16-bit operands of the GEMM-family ops (gemm_lowp.c) ---- */
-/* Scratch slots: each operand of one op call has its own (ops run one at a time). */
+/* ---- the CPU operators' context (ops.h: mpx_cpu_ctx; cpu_ctx.c) ---- */
+/* Scratch slots: each operand of one op call has its own (ops run one at a time per context). */
 enum {
     OPS_SLOT_A = 0, OPS_SLOT_B, OPS_SLOT_BIAS, OPS_SLOT_OUT, OPS_SLOT_OUT2, OPS_SLOT_GEMM_A,
     OPS_SLOT_GEMM_B, OPS_SLOT_ROWS_A, OPS_SLOT_ROWS_B, OPS_SCRATCH_SLOTS
 };
+/* A oneDNN engine and stream with a cache of primitives, created on first use; the lock guards
+ * the cache and is held while a cached primitive runs (its scratchpad is shared). */
+typedef struct {
+    pthread_mutex_t lock;
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    void *cache; /* conv2d.c's or gemm_lowp.c's list of entries */
+} ops_dnnl;
+struct mpx_cpu_ctx {
+    mpx_gemm_impl sgemm_force;  /* mpx_sgemm_force */
+    mpx_conv2d_impl conv_force; /* mpx_conv2d_force */
+    ops_dnnl conv;              /* conv2d.c */
+    ops_dnnl mm;                /* gemm_lowp.c */
+    int lowp_native[2];         /* BF16, F16: -1 not probed yet (under mm.lock) */
+    char lowp_impl[2][64];      /* the implementation the probe got, by name */
+    int lowp_forced;            /* mpx_gemm_lowp_force: -1 auto, 0 off */
+    void *scratch[OPS_SCRATCH_SLOTS];
+    size_t scratch_cap[OPS_SCRATCH_SLOTS];
+    double skipped_flops; /* mpx_linear_skipped_flops */
+};
 /* A grow-only buffer of at least `bytes` for `slot`; NULL when it cannot grow. */
-void *ops_scratch(int slot, size_t bytes);
+void *ops_scratch(mpx_cpu_ctx *ctx, int slot, size_t bytes);
+/* Creates the engine and stream of `d` if it has none (called with d->lock held). */
+dnnl_status_t ops_dnnl_ready(ops_dnnl *d);
+/* Destroys the engine and stream of `d` (its cache emptied by its owner first). */
+void ops_dnnl_release(ops_dnnl *d);
+
+/* ---- 16-bit operands of the GEMM-family ops (gemm_lowp.c) ---- */
 /* t's values in FP32: t's own data when F32, else decoded into scratch `slot` (t may be NULL). */
-mpx_status ops_f32_of(const char *op, const mpx_tensor *t, int slot, const float **out);
+mpx_status ops_f32_of(mpx_cpu_ctx *ctx, const char *op, const mpx_tensor *t, int slot,
+                      const float **out);
 /* Where to write t's FP32 result: t's data when F32, else scratch `slot`; then ops_result_end
  * rounds it into t's 16-bit storage (mpx_encode: RNE, as the executor's cast). */
-mpx_status ops_result_begin(const char *op, const mpx_tensor *t, int slot, float **out);
+mpx_status ops_result_begin(mpx_cpu_ctx *ctx, const char *op, const mpx_tensor *t, int slot,
+                            float **out);
 void ops_result_end(const mpx_tensor *t, const float *f);
 /* 1 when a and b are both stored in one 16-bit format this CPU multiplies natively. */
-int ops_lowp_pair(const mpx_tensor *a, const mpx_tensor *b);
+int ops_lowp_pair(mpx_cpu_ctx *ctx, const mpx_tensor *a, const mpx_tensor *b);
 /* t's dtype is F32, or a 16-bit format: for the checks of ops that take either. */
 mpx_status ops_expect_float(const char *op, const char *name, const mpx_tensor *t, int ndim);
 

@@ -17,6 +17,9 @@
 #include "mpx/runtime.h"
 #include "testutil.h"
 
+/* The CPU operators' context the ops under test run on (made in main). */
+static mpx_cpu_ctx *ctx;
+
 typedef struct {
     const char *set;
     int n, h, c, k, ks, stride;
@@ -34,15 +37,15 @@ static double sgemm_reference_gflops(void) {
     const int n = 2048;
     float *a = alloc_fill((size_t)n * n, 1), *b = alloc_fill((size_t)n * n, 2);
     float *c = alloc_fill((size_t)n * n, 3);
-    mpx_sgemm_force(MPX_GEMM_OPENBLAS);
+    mpx_sgemm_force(ctx, MPX_GEMM_OPENBLAS);
     double best = INFINITY;
     for (int r = 0; r < 4; r++) {
         double t0 = mpx_now();
-        mpx_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        mpx_sgemm(ctx, 0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         double dt = mpx_now() - t0;
         if (r > 0 && dt < best) best = dt;
     }
-    mpx_sgemm_force(MPX_GEMM_AUTO);
+    mpx_sgemm_force(ctx, MPX_GEMM_AUTO);
     free(a);
     free(b);
     free(c);
@@ -91,9 +94,10 @@ static int time_pass(int pass, const mpx_conv2d_attr *a, const mpx_tensor *x, co
                      mpx_tensor *y, int reps, double *best) {
     for (int r = 0; r < reps; r++) {
         double t0 = mpx_now();
-        mpx_status s = pass == 0   ? mpx_conv2d_forward_cpu(a, x, w, NULL, y)
-                       : pass == 1 ? mpx_conv2d_backward_data_cpu(a, y, w, (mpx_tensor *)x)
-                                   : mpx_conv2d_backward_weights_cpu(a, y, x, (mpx_tensor *)w, NULL);
+        mpx_status s = pass == 0 ? mpx_conv2d_forward_cpu(ctx, a, x, w, NULL, y)
+                       : pass == 1
+                           ? mpx_conv2d_backward_data_cpu(ctx, a, y, w, (mpx_tensor *)x)
+                           : mpx_conv2d_backward_weights_cpu(ctx, a, y, x, (mpx_tensor *)w, NULL);
         double dt = mpx_now() - t0;
         if (s != MPX_OK) {
             fprintf(stderr, "bench_conv: %s\n", mpx_error_message());
@@ -107,6 +111,11 @@ static int time_pass(int pass, const mpx_conv2d_attr *a, const mpx_tensor *x, co
 static const char *const g_impl_name[] = {"auto", "hwio", "any", "sgemm"};
 
 int main(int argc, char **argv) {
+    ctx = mpx_cpu_ctx_create();
+    if (!ctx) {
+        fprintf(stderr, "FAIL: %s\n", mpx_error_message());
+        return 1;
+    }
     mpx_threads_set(argc > 1 ? atoi(argv[1]) : 0);
     const char *which = argc > 2 ? argv[2] : "all";
     if (argc > 3) g_min_time = atof(argv[3]);
@@ -145,7 +154,7 @@ int main(int argc, char **argv) {
         int reps = (int)(g_min_time / ROUNDS / (gflop / 300.0)) + 1;
         for (int round = -1; round < ROUNDS; round++)
             for (int impl = 0; impl < 4; impl++) {
-                mpx_conv2d_force((mpx_conv2d_impl)impl);
+                mpx_conv2d_force(ctx, (mpx_conv2d_impl)impl);
                 for (int pass = 0; pass < 3; pass++) {
                     double t = INFINITY;
                     if (impl == MPX_CONV_SGEMM && !gemm_shape) continue;
@@ -165,11 +174,12 @@ int main(int argc, char **argv) {
             for (int pass = 0; pass < 3; pass++)
                 tot[MPX_CONV_SGEMM][pass] += gflop / gf[MPX_CONV_AUTO][pass];
         char names[3][160];
-        mpx_conv2d_force(MPX_CONV_ONEDNN_ANY);
+        mpx_conv2d_force(ctx, MPX_CONV_ONEDNN_ANY);
         for (int pass = 0; pass < 3; pass++)
-            if (mpx_conv2d_describe((mpx_conv2d_pass)pass, &at, &x, &w, 0, names[pass], 160) != MPX_OK)
+            if (mpx_conv2d_describe(ctx, (mpx_conv2d_pass)pass, &at, &x, &w, 0, names[pass], 160) !=
+                MPX_OK)
                 snprintf(names[pass], 160, "? (%s)", mpx_error_message());
-        mpx_conv2d_force(MPX_CONV_AUTO);
+        mpx_conv2d_force(ctx, MPX_CONV_AUTO);
         char cols[4][32];
         for (int impl = 0; impl < 4; impl++)
             snprintf(cols[impl], 32, "%6.0f %6.0f %6.0f", gf[impl][0], gf[impl][1], gf[impl][2]);
@@ -182,7 +192,7 @@ int main(int argc, char **argv) {
         free(xd);
         free(wd);
         free(yd);
-        mpx_conv2d_cache_clear(); /* keep memory bounded: each shape's buffers go */
+        mpx_conv2d_cache_clear(ctx); /* keep memory bounded: each shape's buffers go */
     }
     printf("# total seconds over all %d shapes, fwd / bwd-data / bwd-weights / sum:\n", g_n);
     for (int impl = 0; impl < 4; impl++)

@@ -17,6 +17,9 @@
 #include "mpx/runtime.h"
 #include "testutil.h"
 
+/* The CPU operators' context the ops under test run on (made in main). */
+static mpx_cpu_ctx *ctx;
+
 typedef struct {
     const char *tag;
     int ta, tb, m, n, k;
@@ -27,15 +30,15 @@ static double g_min_time = 0.25;
 /* Runs the GEMM `reps` times through `impl`, lowering *best to the fastest call. */
 static void time_gemm(mpx_gemm_impl impl, const shape *s, const float *a, const float *b, float *c,
                       int reps, double *best) {
-    mpx_sgemm_force(impl);
+    mpx_sgemm_force(ctx, impl);
     int lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
     for (int r = 0; r < reps; r++) {
         double t0 = mpx_now();
-        mpx_sgemm(s->ta, s->tb, s->m, s->n, s->k, 1.0f, a, lda, b, ldb, 0.0f, c, s->n);
+        mpx_sgemm(ctx, s->ta, s->tb, s->m, s->n, s->k, 1.0f, a, lda, b, ldb, 0.0f, c, s->n);
         double dt = mpx_now() - t0;
         if (dt < *best) *best = dt;
     }
-    mpx_sgemm_force(MPX_GEMM_AUTO);
+    mpx_sgemm_force(ctx, MPX_GEMM_AUTO);
 }
 
 /* Best times of both libraries: the machine is shared, so they take turns over ROUNDS rounds
@@ -94,6 +97,11 @@ static void add_resnet(const char *tag, int batch, int side1, double width) {
 }
 
 int main(int argc, char **argv) {
+    ctx = mpx_cpu_ctx_create();
+    if (!ctx) {
+        fprintf(stderr, "FAIL: %s\n", mpx_error_message());
+        return 1;
+    }
     mpx_threads_set(argc > 1 ? atoi(argv[1]) : 0);
     if (argc > 2) g_min_time = atof(argv[2]);
     printf("# %s\n# %s\n# threads %d\n", mpx_blas_info(), mpx_dnnl_info(), mpx_threads_get());
@@ -150,7 +158,7 @@ int main(int argc, char **argv) {
         double flop = 2.0 * s->m * s->n * s->k;
         double t_ob, t_dn;
         time_both(s, a, b, c, &t_ob, &t_dn);
-        const char *pick = mpx_sgemm_choice(s->ta, s->tb, s->m, s->n, s->k);
+        const char *pick = mpx_sgemm_choice(ctx, s->ta, s->tb, s->m, s->n, s->k);
         int kind = s->ta ? 2 : s->tb ? 1 : 0;
         tot[kind][0] += t_ob;
         tot[kind][1] += t_dn;

@@ -30,6 +30,10 @@
 #include "mpx/ops.h"
 #include "ops_cuda_util.h"
 
+/* The CPU and CUDA operators' contexts the ops under test run on (made in main). */
+static mpx_cpu_ctx *ctx;
+static mpx_cuda_ctx *cctx;
+
 /* Storage dtypes of one configuration: x (and dx), w, b, y (and dy), dw (and db). */
 typedef struct {
     mpx_dtype x, w, b, y, dw;
@@ -111,9 +115,9 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
     /* forward: K = C KH KW */
     {
         mpx_tensor hy = host_t(4, ys, ref), hm = host_t(4, ys, mag);
-        CHECK_OK(mpx_conv2d_forward_cpu(&at, &hx, &hw, bias ? &hb : NULL, &hy));
-        CHECK_OK(mpx_conv2d_forward_cpu(&at, &hax, &haw, bias ? &hab : NULL, &hm));
-        CHECK_OK(mpx_conv2d_forward_cuda(&at, &gx, &gw, bias ? &gb : NULL, &gy));
+        CHECK_OK(mpx_conv2d_forward_cpu(ctx, &at, &hx, &hw, bias ? &hb : NULL, &hy));
+        CHECK_OK(mpx_conv2d_forward_cpu(ctx, &at, &hax, &haw, bias ? &hab : NULL, &hm));
+        CHECK_OK(mpx_conv2d_forward_cuda(cctx, &at, &gx, &gw, bias ? &gb : NULL, &gy));
         float *got = dev_read(&gy);
         snprintf(msg, sizeof msg, "conv2d forward %s %s", cf->name, what);
         check_close(msg, cf->y, got, ref, mag, ny, conv_rel((int64_t)s->c * s->kh * s->kw), 0);
@@ -122,9 +126,9 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
     /* backward-data: K KH KW */
     {
         mpx_tensor hdx = host_t(4, xs, ref), hm = host_t(4, xs, mag);
-        CHECK_OK(mpx_conv2d_backward_data_cpu(&at, &hdy, &hw, &hdx));
-        CHECK_OK(mpx_conv2d_backward_data_cpu(&at, &hady, &haw, &hm));
-        CHECK_OK(mpx_conv2d_backward_data_cuda(&at, &gdy, &gw, &gdx));
+        CHECK_OK(mpx_conv2d_backward_data_cpu(ctx, &at, &hdy, &hw, &hdx));
+        CHECK_OK(mpx_conv2d_backward_data_cpu(ctx, &at, &hady, &haw, &hm));
+        CHECK_OK(mpx_conv2d_backward_data_cuda(cctx, &at, &gdy, &gw, &gdx));
         float *got = dev_read(&gdx);
         snprintf(msg, sizeof msg, "conv2d backward-data %s %s", cf->name, what);
         check_close(msg, cf->f32_grads ? MPX_F32 : cf->x, got, ref, mag, nx,
@@ -133,7 +137,7 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
         /* the scaled form (an adaptive factor, a power of two): the same result times it,
          * exactly, so the same bound on the scaled reference */
         const float factor = 8.0f;
-        CHECK_OK(mpx_conv2d_backward_data_scaled_cuda(&at, factor, &gdy, &gw, &gdx));
+        CHECK_OK(mpx_conv2d_backward_data_scaled_cuda(cctx, &at, factor, &gdy, &gw, &gdx));
         got = dev_read(&gdx);
         for (size_t i = 0; i < nx; i++) ref[i] *= factor, mag[i] *= factor;
         snprintf(msg, sizeof msg, "conv2d backward-data scaled by %g %s %s", (double)factor,
@@ -146,9 +150,9 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
     {
         mpx_tensor hdw = host_t(4, ws, ref), hm = host_t(4, ws, mag);
         mpx_tensor hdb = host_t(1, bs, ref_db), hmb = host_t(1, bs, mag_db);
-        CHECK_OK(mpx_conv2d_backward_weights_cpu(&at, &hdy, &hx, &hdw, bias ? &hdb : NULL));
-        CHECK_OK(mpx_conv2d_backward_weights_cpu(&at, &hady, &hax, &hm, bias ? &hmb : NULL));
-        CHECK_OK(mpx_conv2d_backward_weights_cuda(&at, &gdy, &gx, &gdw, bias ? &gdb : NULL));
+        CHECK_OK(mpx_conv2d_backward_weights_cpu(ctx, &at, &hdy, &hx, &hdw, bias ? &hdb : NULL));
+        CHECK_OK(mpx_conv2d_backward_weights_cpu(ctx, &at, &hady, &hax, &hm, bias ? &hmb : NULL));
+        CHECK_OK(mpx_conv2d_backward_weights_cuda(cctx, &at, &gdy, &gx, &gdw, bias ? &gdb : NULL));
         const int64_t m = (int64_t)s->n * oh * ow;
         float *got = dev_read(&gdw);
         snprintf(msg, sizeof msg, "conv2d backward-weights %s %s", cf->name, what);
@@ -195,10 +199,10 @@ static void test_f16_extremes(void) {
                hady = host_t(4, ys, ady), hdx = host_t(4, xs, ref), hm = host_t(4, xs, mag);
     mpx_tensor gw = dev_tensor(MPX_F16, 4, ws, w), gdy = dev_tensor(MPX_F16, 4, ys, dy);
     mpx_tensor gdx = dev_tensor(MPX_F16, 4, xs, NULL);
-    CHECK_OK(mpx_conv2d_backward_data_cpu(&at, &hdy, &hw, &hdx));
-    CHECK_OK(mpx_conv2d_backward_data_cpu(&at, &hady, &haw, &hm));
+    CHECK_OK(mpx_conv2d_backward_data_cpu(ctx, &at, &hdy, &hw, &hdx));
+    CHECK_OK(mpx_conv2d_backward_data_cpu(ctx, &at, &hady, &haw, &hm));
     const float factor = 1024.0f;
-    CHECK_OK(mpx_conv2d_backward_data_scaled_cuda(&at, factor, &gdy, &gw, &gdx));
+    CHECK_OK(mpx_conv2d_backward_data_scaled_cuda(cctx, &at, factor, &gdy, &gw, &gdx));
     float *got = dev_read(&gdx);
     for (size_t i = 0; i < nx; i++) ref[i] *= factor, mag[i] *= factor;
     check_close("conv2d backward-data of F16 subnormals scaled by 2^10", MPX_F16, got, ref, mag,
@@ -213,14 +217,14 @@ static void test_f16_extremes(void) {
     for (size_t i = 0; i < nx; i++) x[i] = i < nx / 2 ? 256.0f : -256.0f; /* x dy > 0 */
     mpx_tensor gw1 = dev_tensor(MPX_F16, 4, ws, w), gdy1 = dev_tensor(MPX_F16, 4, ys, dy);
     mpx_tensor gx = dev_tensor(MPX_F16, 4, xs, x), gdw = dev_tensor(MPX_F16, 4, ws, NULL);
-    CHECK_OK(mpx_conv2d_backward_data_scaled_cuda(&at, 256.0f, &gdy1, &gw1, &gdx));
+    CHECK_OK(mpx_conv2d_backward_data_scaled_cuda(cctx, &at, 256.0f, &gdy1, &gw1, &gdx));
     got = dev_read(&gdx);
     size_t bad = 0;
     for (size_t i = 0; i < nx; i++) bad += !(isinf(got[i]) && (got[i] > 0) == (i < nx / 2));
     CHECK(bad == 0, "conv2d backward-data overflowing F16: %zu of %zu not the signed Inf "
           "(first: %g)", bad, nx, (double)got[0]);
     free(got);
-    CHECK_OK(mpx_conv2d_backward_weights_cuda(&at, &gdy1, &gx, &gdw, NULL));
+    CHECK_OK(mpx_conv2d_backward_weights_cuda(cctx, &at, &gdy1, &gx, &gdw, NULL));
     got = dev_read(&gdw);
     bad = 0;
     for (size_t i = 0; i < nw; i++) bad += !isinf(got[i]);
@@ -240,14 +244,14 @@ static void test_errors(void) {
     mpx_tensor x = dev_tensor(MPX_F32, 4, xs, NULL), w = dev_tensor(MPX_F32, 4, ws, NULL);
     mpx_tensor y = dev_tensor(MPX_F32, 4, ys, NULL);
     const mpx_conv2d_attr at = {1, 1, 0, 0};
-    CHECK(mpx_conv2d_forward_cuda(&at, &x, &w, NULL, &y) == MPX_ERR_INPUT,
+    CHECK(mpx_conv2d_forward_cuda(cctx, &at, &x, &w, NULL, &y) == MPX_ERR_INPUT,
           "conv2d forward: C mismatch accepted");
     const mpx_conv2d_attr bad = {0, 1, 0, 0};
-    CHECK(mpx_conv2d_forward_cuda(&bad, &x, &w, NULL, &y) == MPX_ERR_INPUT,
+    CHECK(mpx_conv2d_forward_cuda(cctx, &bad, &x, &w, NULL, &y) == MPX_ERR_INPUT,
           "conv2d forward: stride 0 accepted");
-    CHECK(mpx_conv2d_backward_data_scaled_cuda(&at, NAN, &y, &w, &x) == MPX_ERR_INPUT,
+    CHECK(mpx_conv2d_backward_data_scaled_cuda(cctx, &at, NAN, &y, &w, &x) == MPX_ERR_INPUT,
           "conv2d backward-data: NaN scale accepted");
-    CHECK(mpx_conv2d_backward_data_scaled_cuda(&at, 0.0f, &y, &w, &x) == MPX_ERR_INPUT,
+    CHECK(mpx_conv2d_backward_data_scaled_cuda(cctx, &at, 0.0f, &y, &w, &x) == MPX_ERR_INPUT,
           "conv2d backward-data: scale 0 accepted");
     dev_free(&x);
     dev_free(&w);
@@ -255,6 +259,12 @@ static void test_errors(void) {
 }
 
 int main(void) {
+    ctx = mpx_cpu_ctx_create();
+    cctx = mpx_cuda_ctx_create();
+    if (!ctx || !cctx) {
+        fprintf(stderr, "FAIL: %s\n", mpx_error_message());
+        return 1;
+    }
     if (!ops_test_setup()) return MPX_TEST_SKIP;
     uint64_t seed = 1000;
     for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++) {
@@ -270,8 +280,10 @@ int main(void) {
     /* (not a failure: a shape cuDNN cannot run on 16-bit data runs on FP32 data, within the
      * same bounds; the count says how often the fast path was not taken) */
     printf("cuDNN convolution plans on 16-bit data run on FP32 data instead: %lld\n",
-           (long long)mpx_cuda_conv16_fallbacks());
+           (long long)mpx_cuda_conv16_fallbacks(cctx));
     /* Leaves nothing behind for compute-sanitizer's leak check. */
+    CHECK(mpx_cuda_ctx_free(cctx) == MPX_OK, "mpx_cuda_ctx_free: %s", mpx_error_message());
+    mpx_cpu_ctx_free(ctx);
     CHECK(mpx_cuda_release() == MPX_OK, "mpx_cuda_release: %s", mpx_error_message());
     return mpx_test_done(__FILE__);
 }

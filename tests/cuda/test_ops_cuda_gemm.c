@@ -30,6 +30,10 @@
 
 #include "ops_cuda_util.h"
 
+/* The CPU and CUDA operators' contexts the ops under test run on (made in main). */
+static mpx_cpu_ctx *ctx;
+static mpx_cuda_ctx *cctx;
+
 /* Storage dtypes of one configuration: x (and dx), w, b, y (and dy), dw and db. */
 typedef struct {
     mpx_dtype x, w, b, y, dw;
@@ -123,13 +127,13 @@ static void test_linear_case(const gemm_cfg *cf, const lin_shape *s, int transpo
     {
         mpx_tensor hy = host_t(s->ndim, ys, ref), hm = host_t(s->ndim, ys, mag);
         if (transposed) {
-            CHECK_OK(mpx_linear_t_forward_cpu(&hx, &hw, bias ? &hb : NULL, &hy));
-            CHECK_OK(mpx_linear_t_forward_cpu(&hax, &haw, bias ? &hab : NULL, &hm));
-            CHECK_OK(mpx_linear_t_forward_cuda(&dx_, &dw_, bias ? &db_ : NULL, &dy_out));
+            CHECK_OK(mpx_linear_t_forward_cpu(ctx, &hx, &hw, bias ? &hb : NULL, &hy));
+            CHECK_OK(mpx_linear_t_forward_cpu(ctx, &hax, &haw, bias ? &hab : NULL, &hm));
+            CHECK_OK(mpx_linear_t_forward_cuda(cctx, &dx_, &dw_, bias ? &db_ : NULL, &dy_out));
         } else {
-            CHECK_OK(mpx_linear_forward_cpu(&hx, &hw, bias ? &hb : NULL, &hy));
-            CHECK_OK(mpx_linear_forward_cpu(&hax, &haw, bias ? &hab : NULL, &hm));
-            CHECK_OK(mpx_linear_forward_cuda(&dx_, &dw_, bias ? &db_ : NULL, &dy_out));
+            CHECK_OK(mpx_linear_forward_cpu(ctx, &hx, &hw, bias ? &hb : NULL, &hy));
+            CHECK_OK(mpx_linear_forward_cpu(ctx, &hax, &haw, bias ? &hab : NULL, &hm));
+            CHECK_OK(mpx_linear_forward_cuda(cctx, &dx_, &dw_, bias ? &db_ : NULL, &dy_out));
         }
         float *got = dev_read(&dy_out);
         snprintf(what, sizeof what, "%s forward %s x%s out %lld bias %d", name, cf->name, shp,
@@ -141,13 +145,13 @@ static void test_linear_case(const gemm_cfg *cf, const lin_shape *s, int transpo
     {
         mpx_tensor hdx = host_t(s->ndim, xs, ref), hm = host_t(s->ndim, xs, mag);
         if (transposed) {
-            CHECK_OK(mpx_linear_t_backward_data_cpu(&hdy, &hw, &hdx));
-            CHECK_OK(mpx_linear_t_backward_data_cpu(&hady, &haw, &hm));
-            CHECK_OK(mpx_linear_t_backward_data_cuda(&ddy, &dw_, &dgx));
+            CHECK_OK(mpx_linear_t_backward_data_cpu(ctx, &hdy, &hw, &hdx));
+            CHECK_OK(mpx_linear_t_backward_data_cpu(ctx, &hady, &haw, &hm));
+            CHECK_OK(mpx_linear_t_backward_data_cuda(cctx, &ddy, &dw_, &dgx));
         } else {
-            CHECK_OK(mpx_linear_backward_data_cpu(&hdy, &hw, &hdx));
-            CHECK_OK(mpx_linear_backward_data_cpu(&hady, &haw, &hm));
-            CHECK_OK(mpx_linear_backward_data_cuda(&ddy, &dw_, &dgx));
+            CHECK_OK(mpx_linear_backward_data_cpu(ctx, &hdy, &hw, &hdx));
+            CHECK_OK(mpx_linear_backward_data_cpu(ctx, &hady, &haw, &hm));
+            CHECK_OK(mpx_linear_backward_data_cuda(cctx, &ddy, &dw_, &dgx));
         }
         float *got = dev_read(&dgx);
         snprintf(what, sizeof what, "%s backward-data %s x%s out %lld", name, cf->name, shp,
@@ -157,8 +161,10 @@ static void test_linear_case(const gemm_cfg *cf, const lin_shape *s, int transpo
         /* the scaled form (an adaptive factor, a power of two): the result times it, exactly,
          * so the same bound on the scaled reference */
         const float factor = 0.25f;
-        if (transposed) CHECK_OK(mpx_linear_t_backward_data_scaled_cuda(factor, &ddy, &dw_, &dgx));
-        else CHECK_OK(mpx_linear_backward_data_scaled_cuda(factor, &ddy, &dw_, &dgx));
+        if (transposed)
+            CHECK_OK(mpx_linear_t_backward_data_scaled_cuda(cctx, factor, &ddy, &dw_, &dgx));
+        else
+            CHECK_OK(mpx_linear_backward_data_scaled_cuda(cctx, factor, &ddy, &dw_, &dgx));
         got = dev_read(&dgx);
         for (size_t i = 0; i < nx; i++) ref[i] *= factor, mag[i] *= factor;
         snprintf(what, sizeof what, "%s backward-data scaled by %g %s x%s out %lld", name,
@@ -171,13 +177,14 @@ static void test_linear_case(const gemm_cfg *cf, const lin_shape *s, int transpo
         mpx_tensor hdw = host_t(2, ws, ref), hm = host_t(2, ws, mag);
         mpx_tensor hdb = host_t(1, bs, ref_db), hmb = host_t(1, bs, mag_db);
         if (transposed) {
-            CHECK_OK(mpx_linear_t_backward_weights_cpu(&hdy, &hx, &hdw, bias ? &hdb : NULL));
-            CHECK_OK(mpx_linear_t_backward_weights_cpu(&hady, &hax, &hm, bias ? &hmb : NULL));
-            CHECK_OK(mpx_linear_t_backward_weights_cuda(&ddy, &dx_, &dgw, bias ? &dgb : NULL));
+            CHECK_OK(mpx_linear_t_backward_weights_cpu(ctx, &hdy, &hx, &hdw, bias ? &hdb : NULL));
+            CHECK_OK(mpx_linear_t_backward_weights_cpu(ctx, &hady, &hax, &hm, bias ? &hmb : NULL));
+            CHECK_OK(
+                mpx_linear_t_backward_weights_cuda(cctx, &ddy, &dx_, &dgw, bias ? &dgb : NULL));
         } else {
-            CHECK_OK(mpx_linear_backward_weights_cpu(&hdy, &hx, &hdw, bias ? &hdb : NULL));
-            CHECK_OK(mpx_linear_backward_weights_cpu(&hady, &hax, &hm, bias ? &hmb : NULL));
-            CHECK_OK(mpx_linear_backward_weights_cuda(&ddy, &dx_, &dgw, bias ? &dgb : NULL));
+            CHECK_OK(mpx_linear_backward_weights_cpu(ctx, &hdy, &hx, &hdw, bias ? &hdb : NULL));
+            CHECK_OK(mpx_linear_backward_weights_cpu(ctx, &hady, &hax, &hm, bias ? &hmb : NULL));
+            CHECK_OK(mpx_linear_backward_weights_cuda(cctx, &ddy, &dx_, &dgw, bias ? &dgb : NULL));
         }
         float *got = dev_read(&dgw);
         snprintf(what, sizeof what, "%s backward-weights dw %s x%s out %lld", name, cf->name, shp,
@@ -232,9 +239,9 @@ static void test_linear_f16_extremes(void) {
                hady = host_t(2, ys, ady), hdx = host_t(2, xs, ref), hm = host_t(2, xs, mag);
     mpx_tensor gw = dev_tensor(MPX_F16, 2, ws, w), gdy = dev_tensor(MPX_F16, 2, ys, dy);
     mpx_tensor gdx = dev_tensor(MPX_F16, 2, xs, NULL), gdw = dev_tensor(MPX_F16, 2, ws, NULL);
-    CHECK_OK(mpx_linear_backward_data_cpu(&hdy, &hw, &hdx));
-    CHECK_OK(mpx_linear_backward_data_cpu(&hady, &haw, &hm));
-    CHECK_OK(mpx_linear_backward_data_scaled_cuda(1024.0f, &gdy, &gw, &gdx));
+    CHECK_OK(mpx_linear_backward_data_cpu(ctx, &hdy, &hw, &hdx));
+    CHECK_OK(mpx_linear_backward_data_cpu(ctx, &hady, &haw, &hm));
+    CHECK_OK(mpx_linear_backward_data_scaled_cuda(cctx, 1024.0f, &gdy, &gw, &gdx));
     float *got = dev_read(&gdx);
     for (int i = 0; i < M * IN; i++) ref[i] *= 1024.0f, mag[i] *= 1024.0f;
     check_close("linear backward-data of F16 subnormals scaled by 2^10", MPX_F16, got, ref, mag,
@@ -247,14 +254,14 @@ static void test_linear_f16_extremes(void) {
     for (int i = 0; i < M * IN; i++) x[i] = i / IN % 2 ? -256.0f : 256.0f;
     mpx_tensor gw1 = dev_tensor(MPX_F16, 2, ws, w), gdy1 = dev_tensor(MPX_F16, 2, ys, dy);
     mpx_tensor gx = dev_tensor(MPX_F16, 2, xs, x);
-    CHECK_OK(mpx_linear_backward_data_scaled_cuda(256.0f, &gdy1, &gw1, &gdx));
+    CHECK_OK(mpx_linear_backward_data_scaled_cuda(cctx, 256.0f, &gdy1, &gw1, &gdx));
     got = dev_read(&gdx);
     int bad = 0;
     for (int i = 0; i < M * IN; i++) bad += !(isinf(got[i]) && (got[i] > 0) == (i / IN % 2 == 0));
     CHECK(bad == 0, "linear backward-data overflowing F16: %d of %d not the signed Inf (first: %g)",
           bad, M * IN, (double)got[0]);
     free(got);
-    CHECK_OK(mpx_linear_backward_weights_cuda(&gdy1, &gx, &gdw, NULL));
+    CHECK_OK(mpx_linear_backward_weights_cuda(cctx, &gdy1, &gx, &gdw, NULL));
     got = dev_read(&gdw);
     bad = 0;
     for (int i = 0; i < IN * OUT; i++) bad += !(isinf(got[i]) && got[i] > 0);
@@ -321,9 +328,9 @@ static void test_bmm_case(const gemm_cfg *cf, const bmm_shape *s, int ta, int tb
              (double)alpha);
 
     mpx_tensor hc = host_t(nd, cs, ref), hm = host_t(nd, cs, mag);
-    CHECK_OK(mpx_bmm_forward_cpu(&at, &ha, &hb, &hc));
-    CHECK_OK(mpx_bmm_forward_cpu(&aat, &haa, &hab, &hm));
-    CHECK_OK(mpx_bmm_forward_cuda(&at, &da_in, &db_in, &dcout));
+    CHECK_OK(mpx_bmm_forward_cpu(ctx, &at, &ha, &hb, &hc));
+    CHECK_OK(mpx_bmm_forward_cpu(ctx, &aat, &haa, &hab, &hm));
+    CHECK_OK(mpx_bmm_forward_cuda(cctx, &at, &da_in, &db_in, &dcout));
     float *got = dev_read(&dcout);
     snprintf(what, sizeof what, "bmm forward %s %s", cf->name, shp);
     check_close(what, cf->y, got, ref, mag, nc, gemm_rel(s->k), 0);
@@ -332,9 +339,9 @@ static void test_bmm_case(const gemm_cfg *cf, const bmm_shape *s, int ta, int tb
     /* backward: da reduces over N, db over M */
     mpx_tensor hda = host_t(nd, as, ref), hdb = host_t(nd, bs, ref + na);
     mpx_tensor hma = host_t(nd, as, mag), hmb = host_t(nd, bs, mag + na);
-    CHECK_OK(mpx_bmm_backward_cpu(&at, &hdc, &ha, &hb, &hda, &hdb));
-    CHECK_OK(mpx_bmm_backward_cpu(&aat, &hadc, &haa, &hab, &hma, &hmb));
-    CHECK_OK(mpx_bmm_backward_cuda(&at, &ddc, &da_in, &db_in, &dga, &dgb));
+    CHECK_OK(mpx_bmm_backward_cpu(ctx, &at, &hdc, &ha, &hb, &hda, &hdb));
+    CHECK_OK(mpx_bmm_backward_cpu(ctx, &aat, &hadc, &haa, &hab, &hma, &hmb));
+    CHECK_OK(mpx_bmm_backward_cuda(cctx, &at, &ddc, &da_in, &db_in, &dga, &dgb));
     got = dev_read(&dga);
     snprintf(what, sizeof what, "bmm backward da %s %s", cf->name, shp);
     check_close(what, grad_dtype(cf, cf->x), got, ref, mag, na, gemm_rel(s->n), 0);
@@ -345,7 +352,7 @@ static void test_bmm_case(const gemm_cfg *cf, const bmm_shape *s, int ta, int tb
     free(got);
     /* only db wanted */
     dev_poison(&dgb);
-    CHECK_OK(mpx_bmm_backward_cuda(&at, &ddc, &da_in, &db_in, NULL, &dgb));
+    CHECK_OK(mpx_bmm_backward_cuda(cctx, &at, &ddc, &da_in, &db_in, NULL, &dgb));
     got = dev_read(&dgb);
     snprintf(what, sizeof what, "bmm backward db only %s %s", cf->name, shp);
     check_close(what, grad_dtype(cf, cf->w), got, ref + na, mag + na, nb, gemm_rel(s->m), 0);
@@ -374,36 +381,43 @@ static void test_errors(void) {
     const int64_t xs[2] = {4, 8}, ws[2] = {8, 3}, ys[2] = {4, 3}, bad_ws[2] = {7, 3};
     mpx_tensor x = dev_tensor(MPX_F32, 2, xs, NULL), w = dev_tensor(MPX_F32, 2, ws, NULL);
     mpx_tensor y = dev_tensor(MPX_F32, 2, ys, NULL), wb = dev_tensor(MPX_F32, 2, bad_ws, NULL);
-    CHECK(mpx_linear_forward_cuda(&x, &wb, NULL, &y) == MPX_ERR_INPUT &&
+    CHECK(mpx_linear_forward_cuda(cctx, &x, &wb, NULL, &y) == MPX_ERR_INPUT &&
               strstr(mpx_error_message(), "linear forward") && strstr(mpx_error_message(), "IN"),
           "IN mismatch refused: %s", mpx_error_message());
     mpx_tensor w8 = w;
     w8.dtype = MPX_F8_E4M3;
-    CHECK(mpx_linear_forward_cuda(&x, &w8, NULL, &y) == MPX_ERR_UNSUPPORTED &&
+    CHECK(mpx_linear_forward_cuda(cctx, &x, &w8, NULL, &y) == MPX_ERR_UNSUPPORTED &&
               strstr(mpx_error_message(), "f8_e4m3"),
           "FP8 weights refused as unsupported: %s", mpx_error_message());
     mpx_tensor wi = w;
     wi.dtype = MPX_I32;
-    CHECK(mpx_linear_forward_cuda(&x, &wi, NULL, &y) == MPX_ERR_INPUT &&
+    CHECK(mpx_linear_forward_cuda(cctx, &x, &wi, NULL, &y) == MPX_ERR_INPUT &&
               strstr(mpx_error_message(), "i32"),
           "i32 weights refused: %s", mpx_error_message());
     mpx_tensor xh = x;
     xh.device = MPX_DEV_CPU;
-    CHECK(mpx_linear_forward_cuda(&xh, &w, NULL, &y) == MPX_ERR_INPUT &&
+    CHECK(mpx_linear_forward_cuda(cctx, &xh, &w, NULL, &y) == MPX_ERR_INPUT &&
               strstr(mpx_error_message(), "not a CUDA tensor"),
           "host tensor refused: %s", mpx_error_message());
     const mpx_bmm_attr inf_alpha = {0, 0, INFINITY};
-    CHECK(mpx_bmm_forward_cuda(&inf_alpha, &x, &w, &y) == MPX_ERR_INPUT, "bmm alpha Inf refused");
-    CHECK(mpx_linear_backward_data_scaled_cuda(-2.0f, &y, &w, &x) == MPX_ERR_INPUT &&
+    CHECK(mpx_bmm_forward_cuda(cctx, &inf_alpha, &x, &w, &y) == MPX_ERR_INPUT,
+          "bmm alpha Inf refused");
+    CHECK(mpx_linear_backward_data_scaled_cuda(cctx, -2.0f, &y, &w, &x) == MPX_ERR_INPUT &&
               strstr(mpx_error_message(), "scale"),
           "negative backward-data scale refused: %s", mpx_error_message());
     /* (the scale is checked before the shapes) */
-    CHECK(mpx_linear_t_backward_data_scaled_cuda(INFINITY, &y, &wb, &x) == MPX_ERR_INPUT,
+    CHECK(mpx_linear_t_backward_data_scaled_cuda(cctx, INFINITY, &y, &wb, &x) == MPX_ERR_INPUT,
           "infinite backward-data scale refused");
     dev_free(&x), dev_free(&w), dev_free(&y), dev_free(&wb);
 }
 
 int main(void) {
+    ctx = mpx_cpu_ctx_create();
+    cctx = mpx_cuda_ctx_create();
+    if (!ctx || !cctx) {
+        fprintf(stderr, "FAIL: %s\n", mpx_error_message());
+        return 1;
+    }
     if (!ops_test_setup()) return MPX_TEST_SKIP;
     test_linear();
     test_linear_f16_extremes();
@@ -411,6 +425,8 @@ int main(void) {
     test_errors();
     check_device_clean("end");
     /* Leaves nothing behind for compute-sanitizer's leak check. */
+    CHECK(mpx_cuda_ctx_free(cctx) == MPX_OK, "mpx_cuda_ctx_free: %s", mpx_error_message());
+    mpx_cpu_ctx_free(ctx);
     CHECK(mpx_cuda_release() == MPX_OK, "mpx_cuda_release: %s", mpx_error_message());
     return mpx_test_done(__FILE__);
 }

@@ -35,6 +35,9 @@
 #include "testutil.h"
 #include "train_trace.h"
 
+/* The CPU backend's operators' context (its switches and counters). */
+static mpx_cpu_ctx *cpu_ctx(void) { return mpx_backend_cpu_ctx(mpx_backend_cpu()); }
+
 /* ---- the instrumented backend: the CPU's, with 16-bit storage decoded and rounded per op ---- */
 
 static const mpx_backend *cpu;
@@ -344,7 +347,7 @@ int main(void) {
     /* The CPU's native 16-bit GEMMs sum in another order than the FP32 ones the instrumented
      * backend runs (tests/model/test_native16_trace.c compares those paths); off here, so that
      * both runs do the same FP32 arithmetic on every host. */
-    mpx_gemm_lowp_force(0);
+    mpx_gemm_lowp_force(cpu_ctx(), 0);
     make_direct_backend();
     static const variant vs[] = {
         {"resnet", "fp16", "none", "rne", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},

@@ -25,6 +25,9 @@
 #include "testutil.h"
 #include "train_trace.h"
 
+/* The CPU backend's operators' context (its switches and counters). */
+static mpx_cpu_ctx *cpu_ctx(void) { return mpx_backend_cpu_ctx(mpx_backend_cpu()); }
+
 static const double TOL = 1.0 / 256; /* 2^-8: one BF16 rounding, relative */
 
 static double rel(double a, double b) {
@@ -36,16 +39,16 @@ static double rel(double a, double b) {
 static void compare_paths(const variant *v) {
     const mpx_backend *cpu = mpx_backend_cpu();
     trace nat, emu;
-    mpx_gemm_lowp_force(1);
+    mpx_gemm_lowp_force(cpu_ctx(), 1);
     run(v, cpu, &nat);
-    mpx_gemm_lowp_force(0);
+    mpx_gemm_lowp_force(cpu_ctx(), 0);
     run(v, cpu, &emu);
-    mpx_gemm_lowp_force(1);
+    mpx_gemm_lowp_force(cpu_ctx(), 1);
     char what[128];
     snprintf(what, sizeof what, "%s %s %s %s%s%s", v->model, v->mode, v->scaling, v->rounding,
              v->mlm ? " (masked-LM labels)" : "", v->pure ? " (no masters)" : "");
     const mpx_dtype t = strcmp(v->mode, "bf16") == 0 ? MPX_BF16 : MPX_F16;
-    const int native = mpx_gemm_lowp_native(t);
+    const int native = mpx_gemm_lowp_native(cpu_ctx(), t);
     double d_loss = 0, d_norm = 0, d_w = 0;
     int same = 1;
     const int checked = strcmp(v->model, "ssd") == 0 ? 2 : STEPS; /* see the top of the file */
@@ -94,9 +97,10 @@ static void compare_paths(const variant *v) {
 
 int main(void) {
     char bf[192], f16[192];
-    printf("BF16 GEMMs: %s\nF16 GEMMs: %s\n", mpx_gemm_lowp_path(MPX_BF16, bf, sizeof bf),
-           mpx_gemm_lowp_path(MPX_F16, f16, sizeof f16));
-    if (!mpx_gemm_lowp_native(MPX_BF16) && !mpx_gemm_lowp_native(MPX_F16)) {
+    printf("BF16 GEMMs: %s\nF16 GEMMs: %s\n",
+           mpx_gemm_lowp_path(cpu_ctx(), MPX_BF16, bf, sizeof bf),
+           mpx_gemm_lowp_path(cpu_ctx(), MPX_F16, f16, sizeof f16));
+    if (!mpx_gemm_lowp_native(cpu_ctx(), MPX_BF16) && !mpx_gemm_lowp_native(cpu_ctx(), MPX_F16)) {
         printf("test_native16_trace: skipped: no native 16-bit GEMM on this CPU (bf16 %s)\n", bf);
         return MPX_TEST_SKIP;
     }
@@ -110,6 +114,6 @@ int main(void) {
         {"resnet", "fp16", "adaptive", "rne", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) compare_paths(&vs[i]);
-    mpx_gemm_lowp_cache_clear();
+    mpx_gemm_lowp_cache_clear(cpu_ctx());
     return mpx_test_done(__FILE__);
 }

@@ -22,6 +22,9 @@
 #include "mpx/rng.h"
 #include "testutil.h"
 
+/* The CPU operators' context the ops under test run on (made in main). */
+static mpx_cpu_ctx *ctx;
+
 enum { N = 2, S = 5, C = 3, K = 4, OUT = 5 };
 
 typedef struct {
@@ -119,22 +122,22 @@ static void test_operands_rounded(void) {
     mpx_conv2d_attr at = {1, 1, 1, 1};
     mpx_tensor hx = host(4, xs, x, 1), hw = host(4, ws, cw->master, 1),
                hb = host(1, bs, cb->master, 0), hy = empty(4, ys);
-    CHECK_OK(mpx_conv2d_forward_cpu(&at, &hx, &hw, &hb, &hy));
+    CHECK_OK(mpx_conv2d_forward_cpu(ctx, &at, &hx, &hw, &hb, &hy));
     expect_same("conv forward", yc, &hy);
     mpx_tensor hf = host(2, fs, yc, 1), hfw = host(2, fws, fw->master, 1),
                hfb = host(1, fbs, fb->master, 0), hyf = empty(2, os);
-    CHECK_OK(mpx_linear_forward_cpu(&hf, &hfw, &hfb, &hyf));
+    CHECK_OK(mpx_linear_forward_cpu(ctx, &hf, &hfw, &hfb, &hyf));
     expect_same("linear forward", yf, &hyf);
 
     /* backward: dy and the weight rounded for backward-data, dy and x for backward-weights */
     mpx_tensor hdyf = host(2, os, dyf, 1), hdx = empty(2, fs), hdw = empty(2, fws),
                hdb = empty(1, fbs);
-    CHECK_OK(mpx_linear_backward_data_cpu(&hdyf, &hfw, &hdx));
+    CHECK_OK(mpx_linear_backward_data_cpu(ctx, &hdyf, &hfw, &hdx));
     expect_same("linear backward-data", dyc, &hdx);
-    CHECK_OK(mpx_linear_backward_weights_cpu(&hdyf, &hf, &hdw, &hdb));
+    CHECK_OK(mpx_linear_backward_weights_cpu(ctx, &hdyf, &hf, &hdw, &hdb));
     expect_same("linear weight gradient", fw->grad, &hdw);
     mpx_tensor hdyc = host(4, ys, dyc, 1), hcw = empty(4, ws), hcb = empty(1, bs);
-    CHECK_OK(mpx_conv2d_backward_weights_cpu(&at, &hdyc, &hx, &hcw, &hcb));
+    CHECK_OK(mpx_conv2d_backward_weights_cpu(ctx, &at, &hdyc, &hx, &hcw, &hcb));
     expect_same("conv weight gradient", cw->grad, &hcw);
 
     /* fp32 mode: the same graph and seed, unrounded operands, other bits */
@@ -156,6 +159,11 @@ static void test_operands_rounded(void) {
 }
 
 int main(void) {
+    ctx = mpx_cpu_ctx_create();
+    if (!ctx) {
+        fprintf(stderr, "FAIL: %s\n", mpx_error_message());
+        return 1;
+    }
     test_operands_rounded();
     return mpx_test_done(__FILE__);
 }

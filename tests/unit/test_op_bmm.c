@@ -17,6 +17,9 @@
 #include "mpx/runtime.h"
 #include "testutil.h"
 
+/* The CPU operators' context the ops under test run on (made in main). */
+static mpx_cpu_ctx *ctx;
+
 static const double U = 1.0 / 16777216.0;
 static const double E53 = 1.0 / 9007199254740992.0;
 
@@ -167,11 +170,11 @@ static void check_case(int nlead, const int64_t *lead, int64_t m, int64_t n, int
     mpx_bmm_attr at = {ta, tb, alpha};
 
     fill_nan(cf, nc);
-    CHECK_OK(mpx_bmm_forward_cpu(&at, &ta_, &tb_, &tc));
+    CHECK_OK(mpx_bmm_forward_cpu(ctx, &at, &ta_, &tb_, &tc));
     double e = ratio(cf, c, sc, NULL, nc, k + 1);
     CHECK(e <= 1, "%s: forward %.3g x bound", tag, e);
     fill_nan(daf, na), fill_nan(dbf, nb);
-    CHECK_OK(mpx_bmm_backward_cpu(&at, &tr, &ta_, &tb_, &tda, &tdb));
+    CHECK_OK(mpx_bmm_backward_cpu(ctx, &at, &tr, &ta_, &tb_, &tda, &tdb));
     e = ratio(daf, ga, sa, ea, na, n + 1);
     CHECK(e <= 1, "%s: da vs %s %.3g x bound", tag, fd ? "finite differences" : "reference", e);
     e = ratio(dbf, gb, sb, eb, nb, m + 1);
@@ -181,8 +184,8 @@ static void check_case(int nlead, const int64_t *lead, int64_t m, int64_t n, int
     float *da2 = fbuf(na), *db2 = fbuf(nb);
     mpx_tensor tda2 = tda, tdb2 = tdb;
     tda2.data = da2, tdb2.data = db2;
-    CHECK_OK(mpx_bmm_backward_cpu(&at, &tr, &ta_, &tb_, &tda2, NULL));
-    CHECK_OK(mpx_bmm_backward_cpu(&at, &tr, &ta_, &tb_, NULL, &tdb2));
+    CHECK_OK(mpx_bmm_backward_cpu(ctx, &at, &tr, &ta_, &tb_, &tda2, NULL));
+    CHECK_OK(mpx_bmm_backward_cpu(ctx, &at, &tr, &ta_, &tb_, NULL, &tdb2));
     CHECK(!memcmp(da2, daf, na * 4) && !memcmp(db2, dbf, nb * 4),
           "%s: da or db alone differ from both together", tag);
 
@@ -191,8 +194,8 @@ static void check_case(int nlead, const int64_t *lead, int64_t m, int64_t n, int
     mpx_tensor tc1 = tc;
     tc1.data = c1;
     mpx_threads_set(1);
-    CHECK_OK(mpx_bmm_forward_cpu(&at, &ta_, &tb_, &tc1));
-    CHECK_OK(mpx_bmm_backward_cpu(&at, &tr, &ta_, &tb_, &tda2, &tdb2));
+    CHECK_OK(mpx_bmm_forward_cpu(ctx, &at, &ta_, &tb_, &tc1));
+    CHECK_OK(mpx_bmm_backward_cpu(ctx, &at, &tr, &ta_, &tb_, &tda2, &tdb2));
     mpx_threads_set(2);
     CHECK(!memcmp(c1, cf, nc * 4) && !memcmp(da2, daf, na * 4) && !memcmp(db2, dbf, nb * 4),
           "%s: results differ between 1 and 2 threads", tag);
@@ -214,35 +217,40 @@ static void check_errors(void) {
     mpx_tensor b = {MPX_F32, MPX_DEV_CPU, 3, {2, 4, 5}, bb};
     mpx_tensor c = {MPX_F32, MPX_DEV_CPU, 3, {2, 3, 5}, cb};
     mpx_bmm_attr at = {0, 0, 1.0f}, tt = {1, 0, 1.0f}, nanat = {0, 0, NAN};
-    CHECK_OK(mpx_bmm_forward_cpu(&at, &a, &b, &c));
-    expect_input_error(mpx_bmm_forward_cpu(&tt, &a, &b, &c),
+    CHECK_OK(mpx_bmm_forward_cpu(ctx, &at, &a, &b, &c));
+    expect_input_error(mpx_bmm_forward_cpu(ctx, &tt, &a, &b, &c),
                        "b has shape [2,4,5], dim 1 must be 3 (K of op(a))", "trans_a K mismatch");
-    expect_input_error(mpx_bmm_forward_cpu(NULL, &a, &b, &c), "attr is NULL", "no attr");
-    expect_input_error(mpx_bmm_forward_cpu(&nanat, &a, &b, &c), "alpha nan", "NaN alpha");
+    expect_input_error(mpx_bmm_forward_cpu(ctx, NULL, &a, &b, &c), "attr is NULL", "no attr");
+    expect_input_error(mpx_bmm_forward_cpu(ctx, &nanat, &a, &b, &c), "alpha nan", "NaN alpha");
     mpx_tensor t = b;
     t.shape[0] = 3;
-    expect_input_error(mpx_bmm_forward_cpu(&at, &a, &t, &c), "b has shape [3,4,5], dim 0 must be 2",
-                       "batch mismatch");
+    expect_input_error(mpx_bmm_forward_cpu(ctx, &at, &a, &t, &c),
+                       "b has shape [3,4,5], dim 0 must be 2", "batch mismatch");
     t = b;
     t.ndim = 2, t.shape[0] = 4, t.shape[1] = 5;
-    expect_input_error(mpx_bmm_forward_cpu(&at, &a, &t, &c), "b has 2 dims, expected 3",
+    expect_input_error(mpx_bmm_forward_cpu(ctx, &at, &a, &t, &c), "b has 2 dims, expected 3",
                        "rank mismatch");
     t = c;
     t.shape[2] = 4;
-    expect_input_error(mpx_bmm_forward_cpu(&at, &a, &b, &t), "c has shape [2,3,4]",
+    expect_input_error(mpx_bmm_forward_cpu(ctx, &at, &a, &b, &t), "c has shape [2,3,4]",
                        "c of another shape");
-    expect_input_error(mpx_bmm_backward_cpu(&at, &t, &a, &b, &a, &b), "dc has shape [2,3,4]",
+    expect_input_error(mpx_bmm_backward_cpu(ctx, &at, &t, &a, &b, &a, &b), "dc has shape [2,3,4]",
                        "dc of another shape");
-    expect_input_error(mpx_bmm_backward_cpu(&at, &c, &a, &b, &b, NULL), "da has shape [2,4,5]",
+    expect_input_error(mpx_bmm_backward_cpu(ctx, &at, &c, &a, &b, &b, NULL), "da has shape [2,4,5]",
                        "da shaped like b");
-    expect_input_error(mpx_bmm_backward_cpu(&at, &c, &a, &b, NULL, &a), "db has shape [2,3,4]",
+    expect_input_error(mpx_bmm_backward_cpu(ctx, &at, &c, &a, &b, NULL, &a), "db has shape [2,3,4]",
                        "db shaped like a");
     t = a;
     t.ndim = 1;
-    expect_input_error(mpx_bmm_forward_cpu(&at, &t, &b, &c), "a has 1 dim", "1-d a");
+    expect_input_error(mpx_bmm_forward_cpu(ctx, &at, &t, &b, &c), "a has 1 dim", "1-d a");
 }
 
 int main(void) {
+    ctx = mpx_cpu_ctx_create();
+    if (!ctx) {
+        fprintf(stderr, "FAIL: %s\n", mpx_error_message());
+        return 1;
+    }
     mpx_threads_set(2);
     static const int64_t l3[] = {3}, l4[] = {2, 3}, l1[] = {2}, att[] = {2, 4}, none[] = {1};
     for (int ta = 0; ta < 2; ta++)

@@ -24,6 +24,9 @@
 #include "mpx/runtime.h"
 #include "testutil.h"
 
+/* The CPU operators' context the ops under test run on (made in main). */
+static mpx_cpu_ctx *ctx;
+
 static const double U = 1.0 / 16777216.0;
 
 typedef struct {
@@ -206,25 +209,25 @@ static void check_shape(const geom *g, uint64_t seed) {
     int rf_terms = g->c * g->kh * g->kw + 1, rx_terms = g->k * g->kh * g->kw;
     int rw_terms = g->n * oh * ow;
     for (int impl = MPX_CONV_AUTO; impl <= MPX_CONV_SGEMM; impl++) {
-        mpx_conv2d_force((mpx_conv2d_impl)impl);
+        mpx_conv2d_force(ctx, (mpx_conv2d_impl)impl);
         /* Outputs start as NaN: every pass must overwrite all of its outputs. */
         fill_nan(yf, NY);
-        CHECK_OK(mpx_conv2d_forward_cpu(&a, &tx, &tw, &tb, &ty));
+        CHECK_OK(mpx_conv2d_forward_cpu(ctx, &a, &tx, &tw, &tb, &ty));
         double e = bound_ratio(yf, y, ay, NY, rf_terms);
         CHECK(e <= 1, "%s %s: forward error %.3g x bound", IMPL[impl], tag, e);
         fill_nan(yf, NY);
-        CHECK_OK(mpx_conv2d_forward_cpu(&a, &tx, &tw, NULL, &ty));
+        CHECK_OK(mpx_conv2d_forward_cpu(ctx, &a, &tx, &tw, NULL, &ty));
         e = bound_ratio(yf, y0, ay, NY, rf_terms);
         CHECK(e <= 1, "%s %s: forward without bias error %.3g x bound", IMPL[impl], tag, e);
 
         fill_nan(dxf, NX);
-        CHECK_OK(mpx_conv2d_backward_data_cpu(&a, &tr, &tw, &tdx));
+        CHECK_OK(mpx_conv2d_backward_data_cpu(ctx, &a, &tr, &tw, &tdx));
         e = bound_ratio(dxf, dx, adx, NX, rx_terms);
         CHECK(e <= 1, "%s %s: dx error %.3g x bound", IMPL[impl], tag, e);
 
         fill_nan(dwf, NW), fill_nan(dbf, K), fill_nan(dwf2, NW);
-        CHECK_OK(mpx_conv2d_backward_weights_cpu(&a, &tr, &tx, &tdw, &tdb));
-        CHECK_OK(mpx_conv2d_backward_weights_cpu(&a, &tr, &tx, &tdw2, NULL));
+        CHECK_OK(mpx_conv2d_backward_weights_cpu(ctx, &a, &tr, &tx, &tdw, &tdb));
+        CHECK_OK(mpx_conv2d_backward_weights_cpu(ctx, &a, &tr, &tx, &tdw2, NULL));
         e = bound_ratio(dwf, dw, adw, NW, rw_terms);
         CHECK(e <= 1, "%s %s: dw error %.3g x bound", IMPL[impl], tag, e);
         e = bound_ratio(dwf2, dw, adw, NW, rw_terms);
@@ -236,14 +239,14 @@ static void check_shape(const geom *g, uint64_t seed) {
         float *again = falloc(NY);
         mpx_tensor t2 = ty;
         t2.data = again;
-        CHECK_OK(mpx_conv2d_forward_cpu(&a, &tx, &tw, NULL, &t2));
+        CHECK_OK(mpx_conv2d_forward_cpu(ctx, &a, &tx, &tw, NULL, &t2));
         CHECK(memcmp(again, yf, NY * sizeof(float)) == 0, "%s %s: second call differs",
               IMPL[impl], tag);
         free(again);
     }
-    mpx_conv2d_force(MPX_CONV_AUTO);
+    mpx_conv2d_force(ctx, MPX_CONV_AUTO);
     char desc[200];
-    CHECK_OK(mpx_conv2d_describe(MPX_CONV_FORWARD, &a, &tx, &tw, 1, desc, sizeof desc));
+    CHECK_OK(mpx_conv2d_describe(ctx, MPX_CONV_FORWARD, &a, &tx, &tw, 1, desc, sizeof desc));
     printf("  %s: %s\n", tag, desc);
 
     free(xf), free(wf), free(bf), free(rf), free(x), free(w), free(b), free(r);
@@ -267,46 +270,55 @@ static void check_errors(void) {
     mpx_tensor w = {MPX_F32, MPX_DEV_CPU, 4, {3, 3, 3, 4}, wb};
     mpx_tensor b = {MPX_F32, MPX_DEV_CPU, 1, {4}, bb};
     mpx_tensor y = {MPX_F32, MPX_DEV_CPU, 4, {2, 5, 5, 4}, yb};
-    CHECK_OK(mpx_conv2d_forward_cpu(&a, &x, &w, &b, &y));
+    CHECK_OK(mpx_conv2d_forward_cpu(ctx, &a, &x, &w, &b, &y));
 
     mpx_tensor t = x;
     t.dtype = MPX_I32; /* (16-bit floats are taken: the native path's test covers them) */
-    expect_input_error(mpx_conv2d_forward_cpu(&a, &t, &w, &b, &y), "x has dtype i32", "i32 x");
+    expect_input_error(mpx_conv2d_forward_cpu(ctx, &a, &t, &w, &b, &y), "x has dtype i32", "i32 x");
     t = w;
     t.shape[2] = 2;
-    expect_input_error(mpx_conv2d_forward_cpu(&a, &x, &t, &b, &y), "w has shape [3,3,2,4]",
+    expect_input_error(mpx_conv2d_forward_cpu(ctx, &a, &x, &t, &b, &y), "w has shape [3,3,2,4]",
                        "w with the wrong C");
     t = y;
     t.shape[1] = 4;
-    expect_input_error(mpx_conv2d_forward_cpu(&a, &x, &w, &b, &t), "OH", "y with the wrong OH");
+    expect_input_error(mpx_conv2d_forward_cpu(ctx, &a, &x, &w, &b, &t), "OH",
+                       "y with the wrong OH");
     t = y;
     t.shape[3] = 5;
-    expect_input_error(mpx_conv2d_backward_data_cpu(&a, &t, &w, &x), "dy", "dy with the wrong K");
+    expect_input_error(mpx_conv2d_backward_data_cpu(ctx, &a, &t, &w, &x), "dy",
+                       "dy with the wrong K");
     t = b;
     t.shape[0] = 3;
-    expect_input_error(mpx_conv2d_forward_cpu(&a, &x, &w, &t, &y), "b has shape [3]", "short b");
-    expect_input_error(mpx_conv2d_backward_weights_cpu(&a, &y, &x, &w, &t), "db", "short db");
+    expect_input_error(mpx_conv2d_forward_cpu(ctx, &a, &x, &w, &t, &y), "b has shape [3]",
+                       "short b");
+    expect_input_error(mpx_conv2d_backward_weights_cpu(ctx, &a, &y, &x, &w, &t), "db", "short db");
     t = x;
     t.ndim = 3;
-    expect_input_error(mpx_conv2d_backward_weights_cpu(&a, &y, &t, &w, NULL), "x has 3 dims",
+    expect_input_error(mpx_conv2d_backward_weights_cpu(ctx, &a, &y, &t, &w, NULL), "x has 3 dims",
                        "3-d x");
     t = y;
     t.dtype = MPX_I32;
-    expect_input_error(mpx_conv2d_backward_weights_cpu(&a, &t, &x, &w, NULL), "dy has dtype i32",
-                       "i32 dy");
+    expect_input_error(mpx_conv2d_backward_weights_cpu(ctx, &a, &t, &x, &w, NULL),
+                       "dy has dtype i32", "i32 dy");
     mpx_conv2d_attr bad = {0, 1, 0, 0};
-    expect_input_error(mpx_conv2d_forward_cpu(&bad, &x, &w, &b, &y), "stride", "stride 0");
-    expect_input_error(mpx_conv2d_forward_cpu(NULL, &x, &w, &b, &y), "attr", "NULL attr");
+    expect_input_error(mpx_conv2d_forward_cpu(ctx, &bad, &x, &w, &b, &y), "stride", "stride 0");
+    expect_input_error(mpx_conv2d_forward_cpu(ctx, NULL, &x, &w, &b, &y), "attr", "NULL attr");
     mpx_conv2d_attr nopad = {1, 1, 0, 0};
     t = w;
     t.shape[0] = t.shape[1] = 7; /* 7x7 kernel on a 5x5 unpadded input */
-    expect_input_error(mpx_conv2d_forward_cpu(&nopad, &x, &t, &b, &y), "larger", "kernel > input");
+    expect_input_error(mpx_conv2d_forward_cpu(ctx, &nopad, &x, &t, &b, &y), "larger",
+                       "kernel > input");
     t = x;
     t.data = NULL;
-    expect_input_error(mpx_conv2d_forward_cpu(&a, &t, &w, &b, &y), "no data", "NULL data");
+    expect_input_error(mpx_conv2d_forward_cpu(ctx, &a, &t, &w, &b, &y), "no data", "NULL data");
 }
 
 int main(void) {
+    ctx = mpx_cpu_ctx_create();
+    if (!ctx) {
+        fprintf(stderr, "FAIL: %s\n", mpx_error_message());
+        return 1;
+    }
     mpx_threads_set(0);
     static const geom shapes[] = {
         /* ResNet families, small enough for finite differences */
@@ -326,7 +338,7 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i], 1000 + 10 * i);
     check_errors();
-    mpx_conv2d_cache_clear();
-    mpx_conv2d_cache_clear(); /* harmless when empty */
+    mpx_conv2d_cache_clear(ctx);
+    mpx_conv2d_cache_clear(ctx); /* harmless when empty */
     return mpx_test_done(__FILE__);
 }

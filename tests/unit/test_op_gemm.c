@@ -15,6 +15,9 @@
 #include "mpx/ops.h"
 #include "testutil.h"
 
+/* The CPU operators' context the ops under test run on (made in main). */
+static mpx_cpu_ctx *ctx;
+
 static const double U = 1.0 / 16777216.0; /* 2^-24 */
 
 static double gamma_n(int n) { return n * U / (1 - n * U); }
@@ -30,9 +33,9 @@ static void check_gemm(mpx_gemm_impl impl, int ta, int tb, int m, int n, int k, 
     mpx_test_uniform(b, (size_t)rows_b * ldb, -1, 1, seed + 1);
     mpx_test_uniform(c0, (size_t)m * ldc, -1, 1, seed + 2);
     memcpy(c, c0, sizeof(float) * m * ldc);
-    mpx_sgemm_force(impl);
-    mpx_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    mpx_sgemm_force(MPX_GEMM_AUTO);
+    mpx_sgemm_force(ctx, impl);
+    mpx_sgemm(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    mpx_sgemm_force(ctx, MPX_GEMM_AUTO);
     double worst = 0;
     int pad_ok = 1;
     for (int i = 0; i < m; i++) {
@@ -63,6 +66,11 @@ static void check_gemm(mpx_gemm_impl impl, int ta, int tb, int m, int n, int k, 
 }
 
 int main(void) {
+    ctx = mpx_cpu_ctx_create();
+    if (!ctx) {
+        fprintf(stderr, "FAIL: %s\n", mpx_error_message());
+        return 1;
+    }
     static const int sizes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {64, 10, 300}, {5, 129, 31}};
     uint64_t seed = 100;
     for (int impl = MPX_GEMM_AUTO; impl <= MPX_GEMM_ONEDNN; impl++)
@@ -78,13 +86,14 @@ int main(void) {
     static const int shapes[][5] = {{1, 0, 1024, 512, 2048}, {0, 1, 4096, 512, 1024},
                                     {0, 1, 4096, 768, 3072}, {0, 0, 1024, 512, 2048}};
     for (int i = 0; i < 4; i++)
-        CHECK(strcmp(mpx_sgemm_choice(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
-                                      shapes[i][4]), "onednn") == 0,
+        CHECK(strcmp(mpx_sgemm_choice(ctx, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                                      shapes[i][4]),
+                     "onednn") == 0,
               "shape %d should run on onednn", i);
     check_gemm(MPX_GEMM_AUTO, 1, 0, 1024, 256, 1024, 1.0f, 0.0f, seed++);
-    mpx_sgemm_force(MPX_GEMM_OPENBLAS);
-    CHECK(strcmp(mpx_sgemm_choice(0, 0, 8, 8, 8), "openblas") == 0, "force openblas ignored");
-    mpx_sgemm_force(MPX_GEMM_AUTO);
-    CHECK(strcmp(mpx_sgemm_choice(0, 0, 8, 8, 8), "onednn") == 0, "AUTO not restored");
+    mpx_sgemm_force(ctx, MPX_GEMM_OPENBLAS);
+    CHECK(strcmp(mpx_sgemm_choice(ctx, 0, 0, 8, 8, 8), "openblas") == 0, "force openblas ignored");
+    mpx_sgemm_force(ctx, MPX_GEMM_AUTO);
+    CHECK(strcmp(mpx_sgemm_choice(ctx, 0, 0, 8, 8, 8), "onednn") == 0, "AUTO not restored");
     return mpx_test_done(__FILE__);
 }

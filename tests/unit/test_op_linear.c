@@ -14,6 +14,9 @@
 #include "mpx/ops.h"
 #include "testutil.h"
 
+/* The CPU operators' context the ops under test run on (made in main). */
+static mpx_cpu_ctx *ctx;
+
 static const double U = 1.0 / 16777216.0;
 
 /* y[M,OUT] = x[M,IN] @ w[IN,OUT] + b */
@@ -149,31 +152,31 @@ static void check_shape(int nlead, const int64_t *lead, int in, int out, int fd,
     snprintf(tag, sizeof tag, "x[M=%d,%d] w[%d,%d]", m, in, in, out);
     static const char *names[] = {"auto", "openblas", "onednn"};
     for (int impl = MPX_GEMM_AUTO; impl <= MPX_GEMM_ONEDNN; impl++) {
-        mpx_sgemm_force((mpx_gemm_impl)impl);
+        mpx_sgemm_force(ctx, (mpx_gemm_impl)impl);
         fill_nan(yf, nye);
-        CHECK_OK(mpx_linear_forward_cpu(&tx, &tw, &tb, &ty));
+        CHECK_OK(mpx_linear_forward_cpu(ctx, &tx, &tw, &tb, &ty));
         double e = ratio(yf, y, sy, nye, in + 1);
         CHECK(e <= 1, "%s %s: forward %.3g x bound", names[impl], tag, e);
         fill_nan(yf, nye);
-        CHECK_OK(mpx_linear_forward_cpu(&tx, &tw, NULL, &ty));
+        CHECK_OK(mpx_linear_forward_cpu(ctx, &tx, &tw, NULL, &ty));
         e = ratio(yf, y0, sy, nye, in + 1);
         CHECK(e <= 1, "%s %s: forward without bias %.3g x bound", names[impl], tag, e);
         fill_nan(dxf, nxe);
-        CHECK_OK(mpx_linear_backward_data_cpu(&tr, &tw, &tdx));
+        CHECK_OK(mpx_linear_backward_data_cpu(ctx, &tr, &tw, &tdx));
         e = ratio(dxf, gx, sdx, nxe, out);
         CHECK(e <= 1, "%s %s: dx %.3g x bound", names[impl], tag, e);
         fill_nan(dwf, nwe), fill_nan(dbf, out);
-        CHECK_OK(mpx_linear_backward_weights_cpu(&tr, &tx, &tdw, &tdb));
+        CHECK_OK(mpx_linear_backward_weights_cpu(ctx, &tr, &tx, &tdw, &tdb));
         e = ratio(dwf, gw, sdw, nwe, m);
         CHECK(e <= 1, "%s %s: dw %.3g x bound", names[impl], tag, e);
         e = ratio(dbf, gb, sdb, out, m);
         CHECK(e <= 1, "%s %s: db %.3g x bound", names[impl], tag, e);
         fill_nan(dwf, nwe);
-        CHECK_OK(mpx_linear_backward_weights_cpu(&tr, &tx, &tdw, NULL));
+        CHECK_OK(mpx_linear_backward_weights_cpu(ctx, &tr, &tx, &tdw, NULL));
         e = ratio(dwf, gw, sdw, nwe, m);
         CHECK(e <= 1, "%s %s: dw without db %.3g x bound", names[impl], tag, e);
     }
-    mpx_sgemm_force(MPX_GEMM_AUTO);
+    mpx_sgemm_force(ctx, MPX_GEMM_AUTO);
     free(xf), free(wf), free(bf), free(rf), free(yf), free(dxf), free(dwf), free(dbf);
     free(x), free(w), free(b), free(r), free(ax), free(aw), free(ab), free(ar);
     free(y), free(y0), free(sy), free(gx), free(gw), free(gb), free(sdx), free(sdw), free(sdb);
@@ -191,37 +194,43 @@ static void check_errors(void) {
     mpx_tensor w = {MPX_F32, MPX_DEV_CPU, 2, {4, 5}, wb};
     mpx_tensor b = {MPX_F32, MPX_DEV_CPU, 1, {5}, bb};
     mpx_tensor y = {MPX_F32, MPX_DEV_CPU, 3, {2, 3, 5}, yb};
-    CHECK_OK(mpx_linear_forward_cpu(&x, &w, &b, &y));
+    CHECK_OK(mpx_linear_forward_cpu(ctx, &x, &w, &b, &y));
     mpx_tensor t = w;
     t.shape[0] = 3, t.shape[1] = 5;
-    expect_input_error(mpx_linear_forward_cpu(&x, &t, &b, &y), "x has shape [2,3,4]", "IN mismatch");
+    expect_input_error(mpx_linear_forward_cpu(ctx, &x, &t, &b, &y), "x has shape [2,3,4]",
+                       "IN mismatch");
     t = y;
     t.shape[1] = 2;
-    expect_input_error(mpx_linear_forward_cpu(&x, &w, &b, &t), "y has shape [2,2,5]",
+    expect_input_error(mpx_linear_forward_cpu(ctx, &x, &w, &b, &t), "y has shape [2,2,5]",
                        "leading dims mismatch");
     t = y;
     t.shape[2] = 6;
-    expect_input_error(mpx_linear_backward_data_cpu(&t, &w, &x), "dy has shape [2,3,6]",
+    expect_input_error(mpx_linear_backward_data_cpu(ctx, &t, &w, &x), "dy has shape [2,3,6]",
                        "dy OUT mismatch");
     t = b;
     t.shape[0] = 4;
-    expect_input_error(mpx_linear_backward_weights_cpu(&y, &x, &w, &t), "db has shape [4]",
+    expect_input_error(mpx_linear_backward_weights_cpu(ctx, &y, &x, &w, &t), "db has shape [4]",
                        "db mismatch");
     t = w;
     t.dtype = MPX_I32; /* (16-bit floats are taken: the native path's test covers them) */
-    expect_input_error(mpx_linear_forward_cpu(&x, &t, &b, &y), "w has dtype i32", "i32 w");
+    expect_input_error(mpx_linear_forward_cpu(ctx, &x, &t, &b, &y), "w has dtype i32", "i32 w");
     t = x;
     t.ndim = 2, t.shape[0] = 6, t.shape[1] = 4;
-    expect_input_error(mpx_linear_forward_cpu(&t, &w, &b, &y), "y has 3 dims, expected 2",
+    expect_input_error(mpx_linear_forward_cpu(ctx, &t, &w, &b, &y), "y has 3 dims, expected 2",
                        "y with another rank than x");
     t = w;
     t.ndim = 3;
     t.shape[2] = 1;
-    expect_input_error(mpx_linear_backward_weights_cpu(&y, &x, &t, NULL), "dw has 3 dims",
+    expect_input_error(mpx_linear_backward_weights_cpu(ctx, &y, &x, &t, NULL), "dw has 3 dims",
                        "3-d dw");
 }
 
 int main(void) {
+    ctx = mpx_cpu_ctx_create();
+    if (!ctx) {
+        fprintf(stderr, "FAIL: %s\n", mpx_error_message());
+        return 1;
+    }
     static const int64_t l1[] = {3, 5}, l2[] = {4}, l3[] = {1}, l4[] = {2, 64};
     check_shape(2, l1, 7, 11, 1, 10);  /* [B,T,C] with flattened leading dims */
     check_shape(1, l2, 16, 3, 1, 20);

@@ -24,6 +24,9 @@
 #include "mpx/ops.h"
 #include "testutil.h"
 
+/* The CPU operators' context the ops under test run on (made in main). */
+static mpx_cpu_ctx *ctx;
+
 static const double U = 1.0 / 16777216.0;
 enum { M = 40, IN = 24, OUT = 150 };
 
@@ -90,11 +93,11 @@ static double worst(const float *got, const double *ref, const double *s, int n,
 static void run(int w_t, mpx_tensor *tdy, mpx_tensor *tx, mpx_tensor *tw, mpx_tensor *tdx,
                 mpx_tensor *tdw, mpx_tensor *tdb) {
     if (w_t) {
-        CHECK_OK(mpx_linear_t_backward_data_cpu(tdy, tw, tdx));
-        CHECK_OK(mpx_linear_t_backward_weights_cpu(tdy, tx, tdw, tdb));
+        CHECK_OK(mpx_linear_t_backward_data_cpu(ctx, tdy, tw, tdx));
+        CHECK_OK(mpx_linear_t_backward_weights_cpu(ctx, tdy, tx, tdw, tdb));
     } else {
-        CHECK_OK(mpx_linear_backward_data_cpu(tdy, tw, tdx));
-        CHECK_OK(mpx_linear_backward_weights_cpu(tdy, tx, tdw, tdb));
+        CHECK_OK(mpx_linear_backward_data_cpu(ctx, tdy, tw, tdx));
+        CHECK_OK(mpx_linear_backward_weights_cpu(ctx, tdy, tx, tdw, tdb));
     }
 }
 
@@ -126,10 +129,10 @@ static void check_pattern(int w_t, pattern p, uint64_t seed) {
     for (int i = 0; i < OUT; i++) db[i] = NAN;
     int n_zero = 0;
     for (int i = 0; i < M; i++) n_zero += !live[i];
-    const double flops0 = mpx_linear_skipped_flops();
+    const double flops0 = mpx_linear_skipped_flops(ctx);
     run(w_t, &tdy, &tx, &tw, &tdx, &tdw, &tdb);
     /* both passes leave every zero row out: 2 * IN * OUT FLOPs per row each */
-    const double skipped = mpx_linear_skipped_flops() - flops0, want = 4.0 * n_zero * IN * OUT;
+    const double skipped = mpx_linear_skipped_flops(ctx) - flops0, want = 4.0 * n_zero * IN * OUT;
     CHECK(skipped == want, "%s, %s: the backward passes left out %.0f FLOPs, expected %.0f",
           layer, pname[p], skipped, want);
     double e = worst(dx, rdx, sdx, M * IN, OUT);
@@ -205,10 +208,12 @@ static void check_forward_rows(int w_t) {
     mpx_tensor tm = {MPX_F32, MPX_DEV_CPU, 1, {M}, mask};
     tm.dtype = MPX_I32;
     for (int i = 0; i < M * OUT; i++) y[i] = NAN;
-    const double f0 = mpx_linear_skipped_flops();
-    if (w_t) CHECK_OK(mpx_linear_t_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty));
-    else CHECK_OK(mpx_linear_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty));
-    const double skipped = mpx_linear_skipped_flops() - f0, want = 2.0 * 20 * IN * OUT;
+    const double f0 = mpx_linear_skipped_flops(ctx);
+    if (w_t)
+        CHECK_OK(mpx_linear_t_forward_rows_cpu(ctx, &tx, &tw, &tb, &tm, &ty));
+    else
+        CHECK_OK(mpx_linear_forward_rows_cpu(ctx, &tx, &tw, &tb, &tm, &ty));
+    const double skipped = mpx_linear_skipped_flops(ctx) - f0, want = 2.0 * 20 * IN * OUT;
     CHECK(skipped == want, "%s rows forward: %.0f FLOPs left out, expected %.0f", layer, skipped,
           want);
     const double gam = (IN + 1) * U / (1 - (IN + 1) * U);
@@ -238,23 +243,28 @@ static void check_forward_rows(int w_t) {
     /* no negative mask value: every row, the plain forward's bits */
     tm.data = all;
     if (w_t) {
-        CHECK_OK(mpx_linear_t_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty));
-        CHECK_OK(mpx_linear_t_forward_cpu(&tx, &tw, &tb, &tya));
+        CHECK_OK(mpx_linear_t_forward_rows_cpu(ctx, &tx, &tw, &tb, &tm, &ty));
+        CHECK_OK(mpx_linear_t_forward_cpu(ctx, &tx, &tw, &tb, &tya));
     } else {
-        CHECK_OK(mpx_linear_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty));
-        CHECK_OK(mpx_linear_forward_cpu(&tx, &tw, &tb, &tya));
+        CHECK_OK(mpx_linear_forward_rows_cpu(ctx, &tx, &tw, &tb, &tm, &ty));
+        CHECK_OK(mpx_linear_forward_cpu(ctx, &tx, &tw, &tb, &tya));
     }
     CHECK(!memcmp(y, y_all, M * OUT * 4), "%s rows forward with every row kept: not the plain "
           "forward's bits", layer);
     tm.shape[0] = M - 1;
-    mpx_status st = w_t ? mpx_linear_t_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty)
-                        : mpx_linear_forward_rows_cpu(&tx, &tw, &tb, &tm, &ty);
+    mpx_status st = w_t ? mpx_linear_t_forward_rows_cpu(ctx, &tx, &tw, &tb, &tm, &ty)
+                        : mpx_linear_forward_rows_cpu(ctx, &tx, &tw, &tb, &tm, &ty);
     CHECK(st == MPX_ERR_INPUT && strstr(mpx_error_message(), "mask has shape [39]"),
           "%s rows forward, a mask of 39 rows for 40: %s", layer, mpx_error_message());
     free(x), free(w), free(b), free(y), free(y_all);
 }
 
 int main(void) {
+    ctx = mpx_cpu_ctx_create();
+    if (!ctx) {
+        fprintf(stderr, "FAIL: %s\n", mpx_error_message());
+        return 1;
+    }
     for (int w_t = 0; w_t <= 1; w_t++)
         for (int p = DENSE; p <= ALL_ZERO; p++) check_pattern(w_t, (pattern)p, 100 + 10 * p + w_t);
     for (int w_t = 0; w_t <= 1; w_t++) check_forward_rows(w_t);

@@ -14,7 +14,7 @@
  *    with how many outputs differ at all);
  *  - small integers, whose sums FP32 holds exactly in any order: bit for bit;
  *  - a 16-bit output: the native FP32 result rounded once to nearest even, bit for bit;
- *  - native kernels turned off (mpx_gemm_lowp_force(0)): the op on BF16 tensors is the FP32 op
+ *  - native kernels turned off (mpx_gemm_lowp_force(ctx, 0)): the op on BF16 tensors is the FP32 op
  *    on the decoded values bit for bit, on every CPU;
  *  - subnormal inputs: within the bound with their terms; whether this CPU flushed is printed.
  * Without native BF16 GEMMs (no AVX512_BF16 or AMX, or a oneDNN without them) the native checks
@@ -27,6 +27,9 @@
 #include "mpx/numerics.h"
 #include "mpx/ops.h"
 #include "testutil.h"
+
+/* The CPU operators' context the ops under test run on (made in main). */
+static mpx_cpu_ctx *ctx;
 
 static const double U = 1.0 / 16777216.0;
 
@@ -132,24 +135,24 @@ static mpx_status run_linear(const opcase *c, mpx_dtype it, mpx_dtype ot, void *
             int32_t *keep = malloc((size_t)m * sizeof *keep);
             for (int64_t i = 0; i < m; i++) keep[i] = i % 3 == 0 ? 1 : -1;
             mpx_tensor mask = {MPX_I32, MPX_DEV_CPU, 1, {m}, keep};
-            mpx_status st = c->trans ? mpx_linear_t_forward_rows_cpu(&x, &w, &b, &mask, &y)
-                                     : mpx_linear_forward_rows_cpu(&x, &w, &b, &mask, &y);
+            mpx_status st = c->trans ? mpx_linear_t_forward_rows_cpu(ctx, &x, &w, &b, &mask, &y)
+                                     : mpx_linear_forward_rows_cpu(ctx, &x, &w, &b, &mask, &y);
             free(keep);
             return st;
         }
-        return c->trans ? mpx_linear_t_forward_cpu(&x, &w, &b, &y)
-                        : mpx_linear_forward_cpu(&x, &w, &b, &y);
+        return c->trans ? mpx_linear_t_forward_cpu(ctx, &x, &w, &b, &y)
+                        : mpx_linear_forward_cpu(ctx, &x, &w, &b, &y);
     }
     if (c->pass == PASS_BD) { /* in: dy, w; out: dx */
         mpx_tensor dy = T2(it, m, no, in[0]), dx = T2(ot, m, ni, out[0]);
-        return c->trans ? mpx_linear_t_backward_data_cpu(&dy, &w, &dx)
-                        : mpx_linear_backward_data_cpu(&dy, &w, &dx);
+        return c->trans ? mpx_linear_t_backward_data_cpu(ctx, &dy, &w, &dx)
+                        : mpx_linear_backward_data_cpu(ctx, &dy, &w, &dx);
     }
     /* in: dy, x; out: dw (shaped like w), db */
     mpx_tensor dy = T2(it, m, no, in[0]), x = T2(it, m, ni, in[1]), db = T1(ot, no, out[1]);
     mpx_tensor dw = c->trans ? T2(ot, no, ni, out[0]) : T2(ot, ni, no, out[0]);
-    return c->trans ? mpx_linear_t_backward_weights_cpu(&dy, &x, &dw, &db)
-                    : mpx_linear_backward_weights_cpu(&dy, &x, &dw, &db);
+    return c->trans ? mpx_linear_t_backward_weights_cpu(ctx, &dy, &x, &dw, &db)
+                    : mpx_linear_backward_weights_cpu(ctx, &dy, &x, &dw, &db);
 }
 
 static void terms_linear(const opcase *c, const double *const *in, double *const *s,
@@ -181,7 +184,7 @@ static mpx_status run_bmm(const opcase *c, mpx_dtype it, mpx_dtype ot, void *con
         mpx_tensor a = {it, MPX_DEV_CPU, 3, {B, as[0], as[1]}, in[0]};
         mpx_tensor b = {it, MPX_DEV_CPU, 3, {B, bs[0], bs[1]}, in[1]};
         mpx_tensor y = {ot, MPX_DEV_CPU, 3, {B, M, N}, out[0]};
-        return mpx_bmm_forward_cpu(&at, &a, &b, &y);
+        return mpx_bmm_forward_cpu(ctx, &at, &a, &b, &y);
     }
     /* in: dc, a, b; out: da, db */
     mpx_tensor dc = {it, MPX_DEV_CPU, 3, {B, M, N}, in[0]};
@@ -189,7 +192,7 @@ static mpx_status run_bmm(const opcase *c, mpx_dtype it, mpx_dtype ot, void *con
     mpx_tensor b = {it, MPX_DEV_CPU, 3, {B, bs[0], bs[1]}, in[2]};
     mpx_tensor da = {ot, MPX_DEV_CPU, 3, {B, as[0], as[1]}, out[0]};
     mpx_tensor db = {ot, MPX_DEV_CPU, 3, {B, bs[0], bs[1]}, out[1]};
-    return mpx_bmm_backward_cpu(&at, &dc, &a, &b, &da, &db);
+    return mpx_bmm_backward_cpu(ctx, &at, &dc, &a, &b, &da, &db);
 }
 
 static void terms_bmm(const opcase *c, const double *const *in, double *const *s,
@@ -212,19 +215,19 @@ static mpx_status run_conv(const opcase *c, mpx_dtype it, mpx_dtype ot, void *co
         mpx_tensor w = {it, MPX_DEV_CPU, 4, {g->kh, g->kw, g->c, g->k}, in[1]};
         mpx_tensor b = T1(it, g->k, in[2]);
         mpx_tensor y = {ot, MPX_DEV_CPU, 4, {g->n, oh, ow, g->k}, out[0]};
-        return mpx_conv2d_forward_cpu(&g->at, &x, &w, &b, &y);
+        return mpx_conv2d_forward_cpu(ctx, &g->at, &x, &w, &b, &y);
     }
     mpx_tensor dy = {it, MPX_DEV_CPU, 4, {g->n, oh, ow, g->k}, in[0]};
     if (c->pass == PASS_BD) { /* in: dy, w; out: dx */
         mpx_tensor w = {it, MPX_DEV_CPU, 4, {g->kh, g->kw, g->c, g->k}, in[1]};
         mpx_tensor dx = {ot, MPX_DEV_CPU, 4, {g->n, g->h, g->w, g->c}, out[0]};
-        return mpx_conv2d_backward_data_cpu(&g->at, &dy, &w, &dx);
+        return mpx_conv2d_backward_data_cpu(ctx, &g->at, &dy, &w, &dx);
     }
     /* in: dy, x; out: dw, db */
     mpx_tensor x = {it, MPX_DEV_CPU, 4, {g->n, g->h, g->w, g->c}, in[1]};
     mpx_tensor dw = {ot, MPX_DEV_CPU, 4, {g->kh, g->kw, g->c, g->k}, out[0]};
     mpx_tensor db = T1(ot, g->k, out[1]);
-    return mpx_conv2d_backward_weights_cpu(&g->at, &dy, &x, &dw, &db);
+    return mpx_conv2d_backward_weights_cpu(ctx, &g->at, &dy, &x, &dw, &db);
 }
 
 static void terms_conv(const opcase *c, const double *const *in, double *const *s,
@@ -311,9 +314,9 @@ static void check_case(const opcase *c, int kind, int native) {
     /* the emulation: the FP32 op on the decoded values; and the op on BF16 tensors with the
      * native kernels off, which must be the same thing */
     CHECK_OK(run_f32(c, MPX_F32, &x, emu));
-    mpx_gemm_lowp_force(0);
+    mpx_gemm_lowp_force(ctx, 0);
     CHECK_OK(run_f32(c, MPX_BF16, &x, off));
-    mpx_gemm_lowp_force(1);
+    mpx_gemm_lowp_force(ctx, 1);
     for (int i = 0; i < c->nout; i++)
         CHECK(memcmp(emu[i], off[i], (size_t)c->out_n[i] * 4) == 0,
               "%s: output %d with native kernels off is not the FP32 op on the decoded values",
@@ -452,9 +455,14 @@ static opcase conv_case(conv_geom g, int pass) {
 }
 
 int main(void) {
+    ctx = mpx_cpu_ctx_create();
+    if (!ctx) {
+        fprintf(stderr, "FAIL: %s\n", mpx_error_message());
+        return 1;
+    }
     char path[192];
-    const int native = mpx_gemm_lowp_native(MPX_BF16);
-    printf("BF16 GEMMs here: %s\n", mpx_gemm_lowp_path(MPX_BF16, path, sizeof path));
+    const int native = mpx_gemm_lowp_native(ctx, MPX_BF16);
+    printf("BF16 GEMMs here: %s\n", mpx_gemm_lowp_path(ctx, MPX_BF16, path, sizeof path));
     opcase cases[64];
     int n = 0;
     for (int pass = PASS_F; pass <= PASS_BW; pass++) {
@@ -479,8 +487,8 @@ int main(void) {
     for (int i = 0; i < n; i++)
         for (int kind = IN_GAUSS; kind <= IN_ZERO_ROWS; kind++)
             if (kind != IN_ZERO_ROWS || cases[i].dy_row > 0) check_case(&cases[i], kind, native);
-    mpx_gemm_lowp_cache_clear();
-    mpx_conv2d_cache_clear();
+    mpx_gemm_lowp_cache_clear(ctx);
+    mpx_conv2d_cache_clear(ctx);
     if (!native && mpx_test_failures == 0) {
         printf("test_op_native16: native checks skipped: %s (the emulation checks passed)\n", path);
         return MPX_TEST_SKIP;

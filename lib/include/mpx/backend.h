@@ -54,6 +54,9 @@ typedef enum {
 typedef struct mpx_backend {
     const char *name;
     mpx_device device;
+    /* The backend's own state, which its entries reach through the backend they are handed (the
+     * CPU's: the operators' context, ops.h mpx_cpu_ctx). */
+    void *state;
     /* 1 when the operators read and write `t` directly (F32 always). */
     int (*native)(const struct mpx_backend *be, mpx_dtype t);
     /* 1 when every operator takes tensors stored as `t` (F16, BF16) as they are: it decodes
@@ -112,7 +115,7 @@ typedef struct mpx_backend {
      * not run as such and runs on FP32 data instead (cuda.h: mpx_cuda_conv16_fallbacks); a
      * speed question, not a numerical one. NULL where there is no such path. */
     int64_t (*conv16_fallbacks)(const struct mpx_backend *be);
-    /* Optional: the GEMM FLOPs its operators have left out since the process started, as
+    /* Optional: the GEMM FLOPs its operators have left out since the backend was made, as
      * products with zeros or rows nothing reads (the CPU's linear layers skip all-zero rows of
      * dy and the rows a loss ignores: ops.h, mpx_linear_skipped_flops). Benchmarks and the
      * profile subtract them from the FLOPs a graph counts, so that GFLOP/s is the arithmetic
@@ -312,7 +315,12 @@ typedef struct mpx_backend {
 
 /* The backend for a device, or NULL (with a message) when it is not built or has no device. */
 const mpx_backend *mpx_backend_get(mpx_device device);
+/* The CPU backend (made, with its operators' context, on the first call); NULL with a message
+ * when that context cannot be made. */
 const mpx_backend *mpx_backend_cpu(void);
+/* A CPU backend's operators' context, for benchmarks and tests that set its switches or call
+ * the CPU ops beside it; NULL for another backend. */
+mpx_cpu_ctx *mpx_backend_cpu_ctx(const mpx_backend *be);
 /* 1 when the CUDA backend was compiled into this build. */
 int mpx_backend_cuda_built(void);
 

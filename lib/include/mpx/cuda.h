@@ -26,6 +26,18 @@ const char *mpx_cuda_last_error(void);
  * and the operators declared below (GEMMs on cuBLAS, convolution on cuDNN, own kernels for the
  * rest; the MultiBox forward runs on the host, see below). Every operator entry is set. */
 const struct mpx_backend *mpx_backend_cuda(void);
+/* The CUDA operators' context: what the GEMM family and the convolutions keep between calls
+ * (the cuBLAS and cuDNN handles, made on first use on the then-current device; cuDNN's
+ * algorithm table and shared workspace; the count of 16-bit convolution plans cuDNN refused).
+ * The CUDA backend owns one (its state, backend.h); tests may make their own. NULL (with a
+ * message) when out of host memory. */
+typedef struct mpx_cuda_ctx mpx_cuda_ctx;
+mpx_cuda_ctx *mpx_cuda_ctx_create(void);
+/* Frees the handles, the table and the workspace (made again on next use); the context stays
+ * usable. Waits for the device. */
+mpx_status mpx_cuda_ctx_release(mpx_cuda_ctx *ctx);
+/* Releases and frees ctx (NULL: nothing); the first failure of the release, or MPX_OK. */
+mpx_status mpx_cuda_ctx_free(mpx_cuda_ctx *ctx);
 /* The table's entries cannot return a status: a failing entry sets the message and, where it
  * returns a value, returns a poisoned one (NaN for a reduction). This returns the first such
  * failure on this thread since the last call (MPX_OK when none) and forgets it; it is the
@@ -43,10 +55,10 @@ mpx_status mpx_backend_cuda_error(void);
  * table's gemm_operands entry. */
 mpx_status mpx_cuda_set_operand_format(mpx_dtype exact);
 mpx_dtype mpx_cuda_operand_format(void);
-/* Frees what the backend keeps for the life of the process: the cuBLAS and cuDNN handles,
- * cuDNN's algorithm table and workspace, and the pinned upload buffers (the next call makes
- * them again). Waits for the device. For leak checkers (compute-sanitizer --leak-check full)
- * and long-lived hosts. */
+/* Frees what the backend keeps for the life of the process: its operators' context's handles,
+ * cuDNN's algorithm table and workspace, the pinned upload buffers and the index-check slots
+ * (the next call makes them again). Waits for the device. For leak checkers (compute-sanitizer
+ * --leak-check full) and long-lived hosts. */
 mpx_status mpx_cuda_release(void);
 /* "NVIDIA H100 80GB HBM3"; "" for an invalid index. The buffer is per thread and is reused by
  * the next call on the same thread. */
@@ -101,12 +113,12 @@ mpx_status mpx_sumsq_cuda(const float *x, size_t n, double *out);
  * buffer in flight. */
 int64_t mpx_cuda_host_waits(void);
 /* The backend table's scratch_peak: the stream-ordered pool's high-water mark of memory in use
- * by the operators' scratch, plus cuDNN's workspace (0 when the pool cannot say). */
-size_t mpx_cuda_scratch_peak(void);
+ * by the operators' scratch, plus the cuDNN workspace of ctx (0 when the pool cannot say). */
+size_t mpx_cuda_scratch_peak(mpx_cuda_ctx *ctx);
 /* The backend table's conv16_fallbacks: convolution plans on 16-bit data (pass and shape) that
  * cuDNN could not run — no algorithm, or a "not supported" status from the call — and that
  * therefore run on FP32 data (decoded operands; correct, slower). Each is counted once. */
-int64_t mpx_cuda_conv16_fallbacks(void);
+int64_t mpx_cuda_conv16_fallbacks(mpx_cuda_ctx *ctx);
 /* The optimizer rules of backend_cpu.c (optim.h): SGD, AdamW, the LAMB direction, w -= a u. */
 mpx_status mpx_sgd_update_cuda(float *w, const float *g, float *v, size_t n,
                                const mpx_sgd_step *s);
@@ -132,27 +144,29 @@ mpx_status mpx_scaled_sub_cuda(float *w, const float *u, size_t n, float a, floa
  * erfcf or a differently ordered double sum enter (GELU, softmax, layer-norm, the loss); cuBLAS
  * GEMMs within the FP32 summation-order bound (K 2^-24 relative to sum |a b|). The test
  * tests/cuda/test_ops_cuda*.c states each tolerance. ---- */
-mpx_status mpx_linear_forward_cuda(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
-                                   mpx_tensor *y);
-mpx_status mpx_linear_backward_data_cuda(const mpx_tensor *dy, const mpx_tensor *w,
-                                         mpx_tensor *dx);
+mpx_status mpx_linear_forward_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *x, const mpx_tensor *w,
+                                   const mpx_tensor *b, mpx_tensor *y);
+mpx_status mpx_linear_backward_data_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *dy,
+                                         const mpx_tensor *w, mpx_tensor *dx);
 /* The backward-data passes with the FP32 result times `scale` (a power of two: exact) before
  * the one rounding into dx (backend.h: *_backward_data_scaled). */
-mpx_status mpx_linear_backward_data_scaled_cuda(float scale, const mpx_tensor *dy,
-                                                const mpx_tensor *w, mpx_tensor *dx);
-mpx_status mpx_linear_t_backward_data_scaled_cuda(float scale, const mpx_tensor *dy,
-                                                  const mpx_tensor *w, mpx_tensor *dx);
-mpx_status mpx_linear_backward_weights_cuda(const mpx_tensor *dy, const mpx_tensor *x,
-                                            mpx_tensor *dw, mpx_tensor *db);
-mpx_status mpx_linear_t_forward_cuda(const mpx_tensor *x, const mpx_tensor *w,
+mpx_status mpx_linear_backward_data_scaled_cuda(mpx_cuda_ctx *ctx, float scale,
+                                                const mpx_tensor *dy, const mpx_tensor *w,
+                                                mpx_tensor *dx);
+mpx_status mpx_linear_t_backward_data_scaled_cuda(mpx_cuda_ctx *ctx, float scale,
+                                                  const mpx_tensor *dy, const mpx_tensor *w,
+                                                  mpx_tensor *dx);
+mpx_status mpx_linear_backward_weights_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *dy,
+                                            const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db);
+mpx_status mpx_linear_t_forward_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *x, const mpx_tensor *w,
                                      const mpx_tensor *b, mpx_tensor *y);
-mpx_status mpx_linear_t_backward_data_cuda(const mpx_tensor *dy, const mpx_tensor *w,
-                                           mpx_tensor *dx);
-mpx_status mpx_linear_t_backward_weights_cuda(const mpx_tensor *dy, const mpx_tensor *x,
-                                              mpx_tensor *dw, mpx_tensor *db);
-mpx_status mpx_bmm_forward_cuda(const mpx_bmm_attr *at, const mpx_tensor *a, const mpx_tensor *b,
-                                mpx_tensor *c);
-mpx_status mpx_bmm_backward_cuda(const mpx_bmm_attr *at, const mpx_tensor *dc,
+mpx_status mpx_linear_t_backward_data_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *dy,
+                                           const mpx_tensor *w, mpx_tensor *dx);
+mpx_status mpx_linear_t_backward_weights_cuda(mpx_cuda_ctx *ctx, const mpx_tensor *dy,
+                                              const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db);
+mpx_status mpx_bmm_forward_cuda(mpx_cuda_ctx *ctx, const mpx_bmm_attr *at, const mpx_tensor *a,
+                                const mpx_tensor *b, mpx_tensor *c);
+mpx_status mpx_bmm_backward_cuda(mpx_cuda_ctx *ctx, const mpx_bmm_attr *at, const mpx_tensor *dc,
                                  const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *da,
                                  mpx_tensor *db);
 mpx_status mpx_relu_forward_cuda(const mpx_tensor *x, mpx_tensor *y);
@@ -210,16 +224,17 @@ mpx_status mpx_avgpool_global_backward_cuda(const mpx_tensor *dy, mpx_tensor *dx
  * shape, math, data type). Within the FP32 summation-order bound of a GEMM of length
  * K = C KH KW (forward), K KH KW (backward-data) or N OH OW (backward-weights); the bias
  * gradient is a double column sum. */
-mpx_status mpx_conv2d_forward_cuda(const mpx_conv2d_attr *a, const mpx_tensor *x,
+mpx_status mpx_conv2d_forward_cuda(mpx_cuda_ctx *ctx, const mpx_conv2d_attr *a, const mpx_tensor *x,
                                    const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y);
-mpx_status mpx_conv2d_backward_data_cuda(const mpx_conv2d_attr *a, const mpx_tensor *dy,
-                                         const mpx_tensor *w, mpx_tensor *dx);
+mpx_status mpx_conv2d_backward_data_cuda(mpx_cuda_ctx *ctx, const mpx_conv2d_attr *a,
+                                         const mpx_tensor *dy, const mpx_tensor *w, mpx_tensor *dx);
 /* ... with the FP32 result times `scale` (a power of two) before its one rounding. */
-mpx_status mpx_conv2d_backward_data_scaled_cuda(const mpx_conv2d_attr *a, float scale,
-                                                const mpx_tensor *dy, const mpx_tensor *w,
-                                                mpx_tensor *dx);
-mpx_status mpx_conv2d_backward_weights_cuda(const mpx_conv2d_attr *a, const mpx_tensor *dy,
-                                            const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db);
+mpx_status mpx_conv2d_backward_data_scaled_cuda(mpx_cuda_ctx *ctx, const mpx_conv2d_attr *a,
+                                                float scale, const mpx_tensor *dy,
+                                                const mpx_tensor *w, mpx_tensor *dx);
+mpx_status mpx_conv2d_backward_weights_cuda(mpx_cuda_ctx *ctx, const mpx_conv2d_attr *a,
+                                            const mpx_tensor *dy, const mpx_tensor *x,
+                                            mpx_tensor *dw, mpx_tensor *db);
 /* batch-norm (batchnorm.cu, own kernels): the CPU's chunked double sums and FP32 element-wise
  * operations in the CPU's order (no FMA contraction): the CPU's bits, statistics included. */
 mpx_status mpx_batchnorm_forward_cuda(const mpx_batchnorm_attr *a, const mpx_tensor *x,

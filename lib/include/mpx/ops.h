@@ -23,49 +23,62 @@
 extern "C" {
 #endif
 
+/* ---- the CPU operators' context: what the GEMM family keeps between calls — oneDNN's engines,
+ * streams and primitive caches, the operand scratch, the implementation switches benchmarks
+ * set, the FLOPs linear layers skipped. The CPU backend owns one (backend.h:
+ * mpx_backend_cpu_ctx); tests and benchmarks may make their own. The ops that take a context
+ * run one at a time on it (they share its scratch). ---- */
+typedef struct mpx_cpu_ctx mpx_cpu_ctx;
+/* NULL (with a message) when out of memory; engines and caches are made on first use. */
+mpx_cpu_ctx *mpx_cpu_ctx_create(void);
+void mpx_cpu_ctx_free(mpx_cpu_ctx *ctx);
+
 /* ---- GEMM (row-major): C = alpha * op(A) @ op(B) + beta * C, op = transpose when trans != 0.
- * op(A) is [M, K], op(B) is [K, N], C is [M, N]. Routed to OpenBLAS or oneDNN by shape. ---- */
-void mpx_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-               const float *b, int ldb, float beta, float *c, int ldc);
+ * op(A) is [M, K], op(B) is [K, N], C is [M, N]. oneDNN, or OpenBLAS when forced. ---- */
+void mpx_sgemm(const mpx_cpu_ctx *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
+               const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 typedef enum { MPX_GEMM_AUTO = 0, MPX_GEMM_OPENBLAS, MPX_GEMM_ONEDNN } mpx_gemm_impl;
 /* ---- the same with 16-bit operands (gemm_lowp.c): C (FP32, beta 0) = alpha op(A) op(B), A and
  * B stored as `t` (BF16, or F16 where oneDNN has it), FP32 accumulation. ---- */
-mpx_status mpx_gemm_lowp(mpx_dtype t, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                         const void *a, int lda, const void *b, int ldb, float *c, int ldc);
+mpx_status mpx_gemm_lowp(mpx_cpu_ctx *ctx, mpx_dtype t, int trans_a, int trans_b, int m, int n,
+                         int k, float alpha, const void *a, int lda, const void *b, int ldb,
+                         float *c, int ldc);
 /* `batch` of them at element strides sa, sb, sc apart, in one primitive call. */
-mpx_status mpx_gemm_lowp_batched(mpx_dtype t, int64_t batch, int trans_a, int trans_b, int m,
-                                 int n, int k, float alpha, const void *a, int lda, int64_t sa,
-                                 const void *b, int ldb, int64_t sb, float *c, int ldc, int64_t sc);
+mpx_status mpx_gemm_lowp_batched(mpx_cpu_ctx *ctx, mpx_dtype t, int64_t batch, int trans_a,
+                                 int trans_b, int m, int n, int k, float alpha, const void *a,
+                                 int lda, int64_t sa, const void *b, int ldb, int64_t sb, float *c,
+                                 int ldc, int64_t sc);
 /* 1 when oneDNN multiplies `t` operands natively on this CPU (not its reference kernels): the
  * GEMM-family CPU ops then take tensors stored as `t` (backend.h: op_direct_io). */
-int mpx_gemm_lowp_native(mpx_dtype t);
+int mpx_gemm_lowp_native(mpx_cpu_ctx *ctx, mpx_dtype t);
 /* The path the GEMM family takes on `t` operands here, in words (mpx info, mpx bench): "native
  * (oneDNN <implementation>, FP32 accumulation)" or "emulated (<why>)"; written into buf. */
-const char *mpx_gemm_lowp_path(mpx_dtype t, char *buf, size_t cap);
+const char *mpx_gemm_lowp_path(mpx_cpu_ctx *ctx, mpx_dtype t, char *buf, size_t cap);
 /* 0: report no native 16-bit GEMM (tests and benchmarks compare the paths); 1: detect again. */
-void mpx_gemm_lowp_force(int on);
-void mpx_gemm_lowp_cache_clear(void);
-/* Force one implementation (benchmarks); AUTO restores the per-shape choice. */
-void mpx_sgemm_force(mpx_gemm_impl impl);
-const char *mpx_sgemm_choice(int trans_a, int trans_b, int m, int n, int k);
+void mpx_gemm_lowp_force(mpx_cpu_ctx *ctx, int on);
+void mpx_gemm_lowp_cache_clear(mpx_cpu_ctx *ctx);
+/* Force one implementation (benchmarks); AUTO restores the default (oneDNN). */
+void mpx_sgemm_force(mpx_cpu_ctx *ctx, mpx_gemm_impl impl);
+const char *mpx_sgemm_choice(const mpx_cpu_ctx *ctx, int trans_a, int trans_b, int m, int n, int k);
 
 /* ---- conv2d: x [N,H,W,C], w [KH,KW,C,K], b [K] or NULL, y [N,OH,OW,K],
  * OH = (H + 2*pad_h - KH) / stride_h + 1 (same for W). No groups, no dilation. ---- */
 typedef struct {
     int stride_h, stride_w, pad_h, pad_w;
 } mpx_conv2d_attr;
-mpx_status mpx_conv2d_forward_cpu(const mpx_conv2d_attr *a, const mpx_tensor *x,
+mpx_status mpx_conv2d_forward_cpu(mpx_cpu_ctx *ctx, const mpx_conv2d_attr *a, const mpx_tensor *x,
                                   const mpx_tensor *w, const mpx_tensor *b, mpx_tensor *y);
-mpx_status mpx_conv2d_backward_data_cpu(const mpx_conv2d_attr *a, const mpx_tensor *dy,
-                                        const mpx_tensor *w, mpx_tensor *dx);
+mpx_status mpx_conv2d_backward_data_cpu(mpx_cpu_ctx *ctx, const mpx_conv2d_attr *a,
+                                        const mpx_tensor *dy, const mpx_tensor *w, mpx_tensor *dx);
 /* dw [KH,KW,C,K]; db [K] or NULL. */
-mpx_status mpx_conv2d_backward_weights_cpu(const mpx_conv2d_attr *a, const mpx_tensor *dy,
-                                           const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db);
+mpx_status mpx_conv2d_backward_weights_cpu(mpx_cpu_ctx *ctx, const mpx_conv2d_attr *a,
+                                           const mpx_tensor *dy, const mpx_tensor *x,
+                                           mpx_tensor *dw, mpx_tensor *db);
 /* Plain loops in double precision: the reference the oneDNN path is tested against. */
 void mpx_conv2d_reference(const mpx_conv2d_attr *a, int n, int h, int w, int c, int k, int kh,
                           int kw, const double *x, const double *wt, const double *b, double *y);
-/* Free the cached oneDNN primitives (called at shutdown; harmless when empty). */
-void mpx_conv2d_cache_clear(void);
+/* Free the cached oneDNN primitives (mpx_cpu_ctx_free does; harmless when empty). */
+void mpx_conv2d_cache_clear(mpx_cpu_ctx *ctx);
 /* Implementation choice (benchmarks). AUTO is the measured rule in conv2d.c; ONEDNN_HWIO runs
  * oneDNN on the user's HWIO weights; ONEDNN_ANY lets oneDNN pick the weights layout and
  * reorders to/from HWIO on every call; SGEMM runs 1x1 stride-1 unpadded convolutions as one
@@ -76,13 +89,14 @@ typedef enum {
     MPX_CONV_ONEDNN_ANY,
     MPX_CONV_SGEMM
 } mpx_conv2d_impl;
-void mpx_conv2d_force(mpx_conv2d_impl impl);
+void mpx_conv2d_force(mpx_cpu_ctx *ctx, mpx_conv2d_impl impl);
 typedef enum { MPX_CONV_FORWARD = 0, MPX_CONV_BACKWARD_DATA, MPX_CONV_BACKWARD_WEIGHTS } mpx_conv2d_pass;
 /* What runs `pass` for x [N,H,W,C] and w [KH,KW,C,K] (with_bias: b / db given), e.g.
  * "onednn brg:avx512_core weights Acdb16a (reorder)" or "sgemm onednn"; creates and caches the
  * primitive as a real call would. */
-mpx_status mpx_conv2d_describe(mpx_conv2d_pass pass, const mpx_conv2d_attr *a, const mpx_tensor *x,
-                               const mpx_tensor *w, int with_bias, char *buf, size_t cap);
+mpx_status mpx_conv2d_describe(mpx_cpu_ctx *ctx, mpx_conv2d_pass pass, const mpx_conv2d_attr *a,
+                               const mpx_tensor *x, const mpx_tensor *w, int with_bias, char *buf,
+                               size_t cap);
 
 /* ---- batch-norm over the last (channel) dimension: x [..., C] viewed as [M, C].
  * Training: batch mean and biased variance in FP32 (double accumulation), saved as
@@ -149,33 +163,33 @@ mpx_status mpx_avgpool_global_backward_cpu(const mpx_tensor *dy, mpx_tensor *dx)
 
 /* ---- linear: x [M, IN] (any leading dims flattened), w [IN, OUT], b [OUT] or NULL,
  * y [M, OUT] = x @ w + b ---- */
-mpx_status mpx_linear_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
-                                  mpx_tensor *y);
-mpx_status mpx_linear_backward_data_cpu(const mpx_tensor *dy, const mpx_tensor *w, mpx_tensor *dx);
-mpx_status mpx_linear_backward_weights_cpu(const mpx_tensor *dy, const mpx_tensor *x,
-                                           mpx_tensor *dw, mpx_tensor *db);
+mpx_status mpx_linear_forward_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *x, const mpx_tensor *w,
+                                  const mpx_tensor *b, mpx_tensor *y);
+mpx_status mpx_linear_backward_data_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *dy, const mpx_tensor *w,
+                                        mpx_tensor *dx);
+mpx_status mpx_linear_backward_weights_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *dy,
+                                           const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db);
 /* The same with weights stored [OUT, IN] (y = x @ w^T + b), for weights shared with a table laid
  * out that way (BERT's MLM decoder reuses the token embedding [V, H]). dw is [OUT, IN]. */
-mpx_status mpx_linear_t_forward_cpu(const mpx_tensor *x, const mpx_tensor *w, const mpx_tensor *b,
-                                    mpx_tensor *y);
-mpx_status mpx_linear_t_backward_data_cpu(const mpx_tensor *dy, const mpx_tensor *w,
-                                          mpx_tensor *dx);
-mpx_status mpx_linear_t_backward_weights_cpu(const mpx_tensor *dy, const mpx_tensor *x,
-                                             mpx_tensor *dw, mpx_tensor *db);
+mpx_status mpx_linear_t_forward_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *x, const mpx_tensor *w,
+                                    const mpx_tensor *b, mpx_tensor *y);
+mpx_status mpx_linear_t_backward_data_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *dy,
+                                          const mpx_tensor *w, mpx_tensor *dx);
+mpx_status mpx_linear_t_backward_weights_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *dy,
+                                             const mpx_tensor *x, mpx_tensor *dw, mpx_tensor *db);
 /* The forward for the rows a loss reads: mask I32 [M] (a softmax cross-entropy's labels), rows
  * whose mask is negative are written 0 and not computed; NULL: every row (the forms above). */
-mpx_status mpx_linear_forward_rows_cpu(const mpx_tensor *x, const mpx_tensor *w,
-                                       const mpx_tensor *b, const mpx_tensor *mask,
-                                       mpx_tensor *y);
-mpx_status mpx_linear_t_forward_rows_cpu(const mpx_tensor *x, const mpx_tensor *w,
+mpx_status mpx_linear_forward_rows_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *x, const mpx_tensor *w,
+                                       const mpx_tensor *b, const mpx_tensor *mask, mpx_tensor *y);
+mpx_status mpx_linear_t_forward_rows_cpu(mpx_cpu_ctx *ctx, const mpx_tensor *x, const mpx_tensor *w,
                                          const mpx_tensor *b, const mpx_tensor *mask,
                                          mpx_tensor *y);
-/* The GEMM FLOPs (2 per multiply-add) that linear layers of either layout have left out since
- * the process started: products with all-zero rows of dy in the backward passes (skipped when a
- * quarter of the rows or more are zero: BERT's MLM decoder, whose ignored positions get zero
+/* The GEMM FLOPs (2 per multiply-add) that linear layers of either layout have left out on this
+ * context since it was made: products with all-zero rows of dy in the backward passes (skipped when
+ * a quarter of the rows or more are zero: BERT's MLM decoder, whose ignored positions get zero
  * gradients) and rows a forward's mask excluded. Benchmarks subtract them (backend.h:
  * skipped_flops); tests see the paths taken. */
-double mpx_linear_skipped_flops(void);
+double mpx_linear_skipped_flops(const mpx_cpu_ctx *ctx);
 
 /* ---- element-wise add: y = a + b (same shapes). Backward: da = db = dy (copies). ---- */
 mpx_status mpx_add_forward_cpu(const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *y);
@@ -239,9 +253,9 @@ typedef struct {
     int trans_a, trans_b;
     float alpha;
 } mpx_bmm_attr;
-mpx_status mpx_bmm_forward_cpu(const mpx_bmm_attr *at, const mpx_tensor *a, const mpx_tensor *b,
-                               mpx_tensor *c);
-mpx_status mpx_bmm_backward_cpu(const mpx_bmm_attr *at, const mpx_tensor *dc,
+mpx_status mpx_bmm_forward_cpu(mpx_cpu_ctx *ctx, const mpx_bmm_attr *at, const mpx_tensor *a,
+                               const mpx_tensor *b, mpx_tensor *c);
+mpx_status mpx_bmm_backward_cpu(mpx_cpu_ctx *ctx, const mpx_bmm_attr *at, const mpx_tensor *dc,
                                 const mpx_tensor *a, const mpx_tensor *b, mpx_tensor *da,
                                 mpx_tensor *db);
 
