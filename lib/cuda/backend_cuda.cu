@@ -102,9 +102,11 @@ static void cuda_sync(const mpx_backend *be) {
     REMEMBER(cudaDeviceSynchronize());
     failed(cuop_checks_resolve());
 }
+/* The backend's state: the operators' context (cuda.h: mpx_cuda_ctx). */
+static mpx_cuda_ctx *ctx_of(const mpx_backend *be) { return (mpx_cuda_ctx *)be->state; }
+
 static void cuda_gemm_operands(const mpx_backend *be, mpx_dtype exact) {
-    (void)be;
-    failed(mpx_cuda_set_operand_format(exact));
+    failed(mpx_cuda_set_operand_format(ctx_of(be), exact));
 }
 static void cuda_cast(const mpx_backend *be, const mpx_cast_spec *spec, const float *src, void *dst,
                       size_t n) {
@@ -205,8 +207,6 @@ static void cuda_scaled_sub(const mpx_backend *be, float *w, const float *u, siz
 
 /* ---- the table's entries that are functions of the operator files (cuda.h), with the backend
  * they belong to (its state: the operators' context, handed to the GEMMs and convolutions) ---- */
-
-static mpx_cuda_ctx *ctx_of(const mpx_backend *be) { return (mpx_cuda_ctx *)be->state; }
 
 static mpx_status cuda_allreduce_sum(const mpx_backend *be, float *x, size_t n,
                                      float post_scale) {

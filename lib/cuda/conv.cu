@@ -657,8 +657,8 @@ extern "C" mpx_status mpx_conv2d_forward_cuda(mpx_cuda_ctx *ctx, const mpx_conv2
     std::lock_guard<std::mutex> lock(S.mutex);
     cudnnHandle_t h = nullptr;
     MPX_TRY(get_handle(S, op, &h));
-    const int tc = cuop_tensor_cores();
-    const mpx_dtype low = mpx_cuda_operand_format();
+    const int tc = cuop_tensor_cores(ctx);
+    const mpx_dtype low = mpx_cuda_operand_format(ctx);
     if (tc && !b && x->dtype == low && w->dtype == low && y->dtype == low) {
         mpx_status st = forward16(S, op, a, g, h, x, w, y);
         if (st != MPX_ERR_UNSUPPORTED) return st;
@@ -699,8 +699,8 @@ extern "C" mpx_status mpx_conv2d_backward_data_scaled_cuda(mpx_cuda_ctx *ctx,
     std::lock_guard<std::mutex> lock(S.mutex);
     cudnnHandle_t h = nullptr;
     MPX_TRY(get_handle(S, op, &h));
-    const int tc = cuop_tensor_cores();
-    const mpx_dtype low = mpx_cuda_operand_format();
+    const int tc = cuop_tensor_cores(ctx);
+    const mpx_dtype low = mpx_cuda_operand_format(ctx);
     if (tc && dy->dtype == low && w->dtype == low && dx->dtype == low) {
         mpx_status st = backward_data16(S, op, a, scale, g, h, dy, w, dx);
         if (st != MPX_ERR_UNSUPPORTED) return st;
@@ -733,8 +733,8 @@ extern "C" mpx_status mpx_conv2d_backward_weights_cuda(mpx_cuda_ctx *ctx, const 
     std::lock_guard<std::mutex> lock(S.mutex);
     cudnnHandle_t h = nullptr;
     MPX_TRY(get_handle(S, op, &h));
-    const int tc = cuop_tensor_cores();
-    const mpx_dtype low = mpx_cuda_operand_format();
+    const int tc = cuop_tensor_cores(ctx);
+    const mpx_dtype low = mpx_cuda_operand_format(ctx);
     if (tc && x->dtype == low && dy->dtype == low && dw->dtype == low) {
         mpx_status st = backward_weights16(S, op, a, g, h, dy, x, dw);
         if (st != MPX_ERR_UNSUPPORTED) return st == MPX_OK ? bias_grad(op, g, dy, db) : st;

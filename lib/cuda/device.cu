@@ -15,19 +15,6 @@ static std::atomic<int64_t> g_waits{0};
 void mpx_cuda_count_wait(void) { g_waits.fetch_add(1, std::memory_order_relaxed); }
 extern "C" int64_t mpx_cuda_host_waits(void) { return g_waits.load(std::memory_order_relaxed); }
 
-static thread_local mpx_dtype g_operand_format = MPX_F32;
-
-extern "C" mpx_status mpx_cuda_set_operand_format(mpx_dtype exact) {
-    if (exact != MPX_F32 && exact != MPX_F16 && exact != MPX_BF16 && exact != MPX_TF32)
-        return mpx_fail(MPX_ERR_INPUT,
-                        "mpx_cuda_set_operand_format: %s is not f32, f16, bf16 or tf32",
-                        mpx_dtype_name(exact));
-    g_operand_format = exact;
-    return MPX_OK;
-}
-
-extern "C" mpx_dtype mpx_cuda_operand_format(void) { return g_operand_format; }
-
 static thread_local char g_last_error[256] = "";
 
 extern "C" int mpx_cuda_device_count(void) {

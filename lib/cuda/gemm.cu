@@ -159,7 +159,7 @@ mpx_status gemm_run(mpx_cuda_ctx *ctx, const Gemm &g) {
      * are decoded too unless they are declared exact in a 16-bit format (cuop_tensor_cores):
      * cuBLAS would run them on tensor cores, which FP32 math (fp32 mode, or
      * precision.tensor_cores = false) must not meet. */
-    if (a.dt != b.dt || (a.dt != MPX_F32 && !cuop_tensor_cores())) {
+    if (a.dt != b.dt || (a.dt != MPX_F32 && !cuop_tensor_cores(ctx))) {
         if (a.dt != MPX_F32 && (st = cuop_scratch(na * sizeof(float), &up_a)) == MPX_OK &&
             (st = mpx_decode_cuda(a.dt, a.p, (float *)up_a, na)) == MPX_OK)
             a = Operand{up_a, MPX_F32};
@@ -188,9 +188,9 @@ mpx_status gemm_run(mpx_cuda_ctx *ctx, const Gemm &g) {
         const cublasOperation_t opb = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
         const cublasOperation_t opa = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
         const int lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n, ldc = g.n;
-        const cublasComputeType_t compute =
-            in_t == MPX_F32 && cuop_tensor_cores() ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                   : CUBLAS_COMPUTE_32F;
+        const cublasComputeType_t compute = in_t == MPX_F32 && cuop_tensor_cores(ctx)
+                                                ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                : CUBLAS_COMPUTE_32F;
         cublasStatus_t cs;
         if (g.batch == 1)
             cs = cublasGemmEx(h, opb, opa, g.n, g.m, g.k, &g.alpha, b.p, cuda_type(in_t), ldb, a.p,

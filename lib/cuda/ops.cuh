@@ -51,7 +51,9 @@ mpx_status cuop_launch_fail(const char *op, const char *what, const mpx_tensor *
 mpx_status cuop_scratch(size_t bytes, void **p);
 /* 1 when the GEMM-family operands may run on TF32 tensor cores: they are declared exact in
  * F16 or BF16 (mpx_cuda_set_operand_format), so TF32 holds them exactly. */
-static inline int cuop_tensor_cores(void) { return mpx_cuda_operand_format() != MPX_F32; }
+static inline int cuop_tensor_cores(const mpx_cuda_ctx *ctx) {
+    return mpx_cuda_operand_format(ctx) != MPX_F32;
+}
 /* ---- the operators' context (cuda.h: mpx_cuda_ctx; cuda_ctx.cu): the state of conv.cu (the
  * cuDNN handle, its algorithm table, workspace and fallback count) and of gemm.cu (the cuBLAS
  * handle), each defined in its file. ---- */
@@ -60,6 +62,7 @@ struct cuop_gemm_state;
 struct mpx_cuda_ctx {
     cuop_conv_state *conv;
     cuop_gemm_state *gemm;
+    mpx_dtype operand_format; /* mpx_cuda_set_operand_format */
 };
 /* nullptr when out of memory; empty: handles and buffers are made on first use. */
 cuop_conv_state *cuop_conv_state_new(void);

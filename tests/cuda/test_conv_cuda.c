@@ -187,7 +187,7 @@ static void test_case(const conv_cfg *cf, const conv_shape *s, int bias, uint64_
  *    and the weight gradient of x = +-2^8 (the sign of the image's dy) sums up to 72 positive
  *    products of 2^17 (FP32 holds the sum; F16 cannot). */
 static void test_f16_extremes(void) {
-    CHECK_OK(mpx_cuda_set_operand_format(MPX_F16));
+    CHECK_OK(mpx_cuda_set_operand_format(cctx, MPX_F16));
     const conv_shape sh = {2, 6, 6, 8, 8, 3, 3, 1, 1, 1, 1};
     const mpx_conv2d_attr at = {1, 1, 1, 1};
     const int64_t xs[4] = {2, 6, 6, 8}, ws[4] = {3, 3, 8, 8}, ys[4] = {2, 6, 6, 8};
@@ -268,13 +268,13 @@ int main(void) {
     if (!ops_test_setup()) return MPX_TEST_SKIP;
     uint64_t seed = 1000;
     for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++) {
-        CHECK_OK(mpx_cuda_set_operand_format(CFGS[c].exact));
+        CHECK_OK(mpx_cuda_set_operand_format(cctx, CFGS[c].exact));
         for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++)
             for (int bias = 0; bias < 2; bias++, seed += 10)
                 test_case(&CFGS[c], &SHAPES[s], bias, seed);
     }
     test_f16_extremes();
-    CHECK_OK(mpx_cuda_set_operand_format(MPX_F32));
+    CHECK_OK(mpx_cuda_set_operand_format(cctx, MPX_F32));
     test_errors();
     check_device_clean("end");
     /* (not a failure: a shape cuDNN cannot run on 16-bit data runs on FP32 data, within the

@@ -208,13 +208,13 @@ static void test_linear_case(const gemm_cfg *cf, const lin_shape *s, int transpo
 static void test_linear(void) {
     uint64_t seed = 100;
     for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++) {
-        CHECK_OK(mpx_cuda_set_operand_format(CFGS[c].exact));
+        CHECK_OK(mpx_cuda_set_operand_format(cctx, CFGS[c].exact));
         for (size_t s = 0; s < sizeof LIN_SHAPES / sizeof LIN_SHAPES[0]; s++)
             for (int t = 0; t < 2; t++)
                 for (int bias = 0; bias < 2; bias++)
                     test_linear_case(&CFGS[c], &LIN_SHAPES[s], t, bias, seed += 10);
     }
-    CHECK_OK(mpx_cuda_set_operand_format(MPX_F32));
+    CHECK_OK(mpx_cuda_set_operand_format(cctx, MPX_F32));
     check_device_clean("linear");
 }
 
@@ -228,7 +228,7 @@ static void test_linear(void) {
  *    such terms (2^14), times 2^8; x = +-2^8 with the sign of its row's dy gives weight
  *    gradients summing 64 products of 2^17. */
 static void test_linear_f16_extremes(void) {
-    CHECK_OK(mpx_cuda_set_operand_format(MPX_F16));
+    CHECK_OK(mpx_cuda_set_operand_format(cctx, MPX_F16));
     enum { M = 64, IN = 48, OUT = 32 };
     const int64_t xs[2] = {M, IN}, ws[2] = {IN, OUT}, ys[2] = {M, OUT};
     float *w = rand_in(MPX_F16, IN * OUT, -1, 1, 81), *dy = rand_in(MPX_F32, M * OUT, -1, 1, 82);
@@ -268,7 +268,7 @@ static void test_linear_f16_extremes(void) {
     CHECK(bad == 0, "linear backward-weights overflowing F16: %d of %d not +Inf (first: %g)", bad,
           IN * OUT, (double)got[0]);
     free(got);
-    CHECK_OK(mpx_cuda_set_operand_format(MPX_F32));
+    CHECK_OK(mpx_cuda_set_operand_format(cctx, MPX_F32));
     check_device_clean("linear f16 extremes");
     mpx_tensor *dev[] = {&gw, &gdy, &gdx, &gdw, &gw1, &gdy1, &gx};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
@@ -366,13 +366,13 @@ static void test_bmm_case(const gemm_cfg *cf, const bmm_shape *s, int ta, int tb
 static void test_bmm(void) {
     uint64_t seed = 5000;
     for (size_t c = 0; c < sizeof CFGS / sizeof CFGS[0]; c++) {
-        CHECK_OK(mpx_cuda_set_operand_format(CFGS[c].exact));
+        CHECK_OK(mpx_cuda_set_operand_format(cctx, CFGS[c].exact));
         for (size_t s = 0; s < sizeof BMM_SHAPES / sizeof BMM_SHAPES[0]; s++)
             for (int t = 0; t < 4; t++)
                 test_bmm_case(&CFGS[c], &BMM_SHAPES[s], t & 1, t >> 1, (t & 1) ? 0.125f : 1.0f,
                               seed += 10);
     }
-    CHECK_OK(mpx_cuda_set_operand_format(MPX_F32));
+    CHECK_OK(mpx_cuda_set_operand_format(cctx, MPX_F32));
     check_device_clean("bmm");
 }
 

@@ -43,8 +43,8 @@ mpx_status mpx_cuda_ctx_free(mpx_cuda_ctx *ctx);
  * failure on this thread since the last call (MPX_OK when none) and forgets it; it is the
  * table's last_error, which the executor asks after every pass. */
 mpx_status mpx_backend_cuda_error(void);
-/* The format the F32 operands of the GEMM-family operators (conv2d, linear, linear_t, bmm) on
- * this host thread are exact in: F32 (the default: nothing declared), F16 or BF16 (an
+/* The format the F32 operands of the GEMM-family operators (conv2d, linear, linear_t, bmm) run
+ * with this context are exact in: F32 (the default: nothing declared), F16 or BF16 (an
  * executor running a 16-bit precision mode, whose operands come from 16-bit storage), or TF32
  * (tf32 mode, whose executor rounds them to TF32 first). With F16, BF16 or TF32 declared those
  * operators run on tensor cores (cuDNN tensor-op math, cuBLAS CUBLAS_COMPUTE_32F_FAST_TF32 on
@@ -53,8 +53,8 @@ mpx_status mpx_backend_cuda_error(void);
  * products are exact in FP32 and the accumulation stays FP32. With F32 they use FP32 FMA math
  * (no TF32, no tensor cores on F32 data). MPX_ERR_INPUT for any other dtype. The backend
  * table's gemm_operands entry. */
-mpx_status mpx_cuda_set_operand_format(mpx_dtype exact);
-mpx_dtype mpx_cuda_operand_format(void);
+mpx_status mpx_cuda_set_operand_format(mpx_cuda_ctx *ctx, mpx_dtype exact);
+mpx_dtype mpx_cuda_operand_format(const mpx_cuda_ctx *ctx);
 /* Frees what the backend keeps for the life of the process: its operators' context's handles,
  * cuDNN's algorithm table and workspace, the pinned upload buffers and the index-check slots
  * (the next call makes them again). Waits for the device. For leak checkers (compute-sanitizer
