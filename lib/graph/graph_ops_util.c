@@ -1,6 +1,6 @@
 /* graph_ops_util.c — what the node glue of every op kind shares (graph_ops.h): views of a
  * node's saved tensors and buffers, reshaped views, element moves across the dtypes views come
- * in, and the TF32 rounding of GEMM operands. */
+ * in, and the quantizing modes' first step for a GEMM operand (operand_f32). */
 #include <string.h>
 
 #include "graph_ops.h"
@@ -75,21 +75,5 @@ mpx_status operand_f32(mpx_graph *g, const gnode *n, const mpx_tensor *v, const 
     if (!(*f = scratch_take(g, count))) return scratch_fail(g, what);
     g->be->decode(g->be, v->dtype, v->data, *f, (size_t)count); /* F32: a copy */
     *ls = g->pass && g->pass->bw->stats && n->layer >= 0 ? &g->pass->bw->stats[n->layer] : NULL;
-    return MPX_OK;
-}
-
-/* What tensor cores read of FP32 data, done here with the one cast so that every backend
- * multiplies the same values (a device then runs its TF32 units on them exactly). */
-mpx_status gemm_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
-    if (g->prec.gemm_round == MPX_F8_E4M3) return fp8_operand(g, n, slot, v);
-    if (g->prec.mode == MPX_MODE_FIXED16) return fixed_operand(g, n, slot, v);
-    (void)n, (void)slot;
-    if (g->prec.gemm_round != MPX_TF32 || !v->data || v->dtype != MPX_F32) return MPX_OK;
-    const int64_t count = mpx_tensor_numel(v);
-    float *f = scratch_take(g, count);
-    if (!f) return mpx_fail(MPX_ERR_INTERNAL, "scratch plan too small for a TF32 operand");
-    mpx_cast_spec c = mpx_cast_plain(MPX_TF32);
-    g->be->cast(g->be, &c, v->data, f, (size_t)count);
-    v->data = f;
     return MPX_OK;
 }

@@ -138,17 +138,19 @@ static void pass_destroy(conv_pass_state *p) {
     memset(p, 0, sizeof *p);
 }
 
-void mpx_conv2d_cache_clear(mpx_cpu_ctx *ctx) {
-    ops_dnnl *d = &ctx->conv;
-    pthread_mutex_lock(&d->lock);
-    while (d->cache) {
-        conv_entry *e = d->cache;
-        d->cache = e->next;
+/* ops_dnnl's cache_free for the list of conv_entry. */
+static void conv_cache_free(void *cache) {
+    for (conv_entry *e = cache, *next; e; e = next) {
+        next = e->next;
         for (int i = 2; i >= 0; i--) pass_destroy(&e->pass[i]);
         free(e);
     }
-    ops_dnnl_release(d);
-    pthread_mutex_unlock(&d->lock);
+}
+
+void mpx_conv2d_cache_clear(mpx_cpu_ctx *ctx) {
+    pthread_mutex_lock(&ctx->conv.lock);
+    ops_dnnl_release(&ctx->conv);
+    pthread_mutex_unlock(&ctx->conv.lock);
 }
 
 static mpx_status dnnl_fail(int pass, const conv_key *k, const char *call, dnnl_status_t st) {
@@ -338,6 +340,7 @@ static mpx_status conv_lookup(ops_dnnl *d, const conv_key *k, int pass, conv_pas
         e->key = *k;
         e->next = d->cache;
         d->cache = e;
+        d->cache_free = conv_cache_free;
     }
     conv_pass_state *p = &e->pass[pass];
     if (!p->prim) {

@@ -24,8 +24,8 @@ mpx_cpu_ctx *mpx_cpu_ctx_create(void) {
 
 void mpx_cpu_ctx_free(mpx_cpu_ctx *ctx) {
     if (!ctx) return;
-    mpx_conv2d_cache_clear(ctx);
-    mpx_gemm_lowp_cache_clear(ctx);
+    ops_dnnl_release(&ctx->conv);
+    ops_dnnl_release(&ctx->mm);
     for (int i = 0; i < OPS_SCRATCH_SLOTS; i++) free(ctx->scratch[i]);
     pthread_mutex_destroy(&ctx->conv.lock);
     pthread_mutex_destroy(&ctx->mm.lock);
@@ -51,6 +51,9 @@ dnnl_status_t ops_dnnl_ready(ops_dnnl *d) {
 }
 
 void ops_dnnl_release(ops_dnnl *d) {
+    if (d->cache && d->cache_free)
+        d->cache_free(d->cache);
+    d->cache = NULL;
     if (d->stream) dnnl_stream_destroy(d->stream);
     if (d->engine) dnnl_engine_destroy(d->engine);
     d->stream = NULL;

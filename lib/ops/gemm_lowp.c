@@ -48,16 +48,18 @@ static void entry_free(mm_entry *e) {
     free(e);
 }
 
-void mpx_gemm_lowp_cache_clear(mpx_cpu_ctx *ctx) {
-    ops_dnnl *d = &ctx->mm;
-    pthread_mutex_lock(&d->lock);
-    while (d->cache) {
-        mm_entry *e = d->cache;
-        d->cache = e->next;
+/* ops_dnnl's cache_free for the list of mm_entry. */
+static void mm_cache_free(void *cache) {
+    for (mm_entry *e = cache, *next; e; e = next) {
+        next = e->next;
         entry_free(e);
     }
-    ops_dnnl_release(d);
-    pthread_mutex_unlock(&d->lock);
+}
+
+void mpx_gemm_lowp_cache_clear(mpx_cpu_ctx *ctx) {
+    pthread_mutex_lock(&ctx->mm.lock);
+    ops_dnnl_release(&ctx->mm);
+    pthread_mutex_unlock(&ctx->mm.lock);
 }
 
 /* The matmul primitive descriptor of key k (row-major operands by their leading dimensions). */
@@ -238,6 +240,7 @@ mpx_status mpx_gemm_lowp_batched(mpx_cpu_ctx *ctx, mpx_dtype t, int64_t batch, i
     if (st == MPX_OK && !e && (st = entry_create(d->engine, &key, &e)) == MPX_OK) {
         e->next = d->cache;
         d->cache = e;
+        d->cache_free = mm_cache_free;
     }
     const int ref = st == MPX_OK && e->ref;
     if (st == MPX_OK && !ref) {

@@ -46,12 +46,15 @@ enum {
     OPS_SLOT_GEMM_B, OPS_SLOT_ROWS_A, OPS_SLOT_ROWS_B, OPS_SCRATCH_SLOTS
 };
 /* A oneDNN engine and stream with a cache of primitives, created on first use; the lock guards
- * the cache and is held while a cached primitive runs (its scratchpad is shared). */
+ * the cache and is held while a cached primitive runs (its scratchpad is shared). The cache's
+ * owner (conv2d.c, gemm_lowp.c) says how to free its entries, so that the context frees them
+ * without knowing their type. */
 typedef struct {
     pthread_mutex_t lock;
     dnnl_engine_t engine;
     dnnl_stream_t stream;
-    void *cache; /* conv2d.c's or gemm_lowp.c's list of entries */
+    void *cache;                     /* the owner's list of entries */
+    void (*cache_free)(void *cache); /* frees that list; set with the first entry */
 } ops_dnnl;
 struct mpx_cpu_ctx {
     mpx_gemm_impl sgemm_force;  /* mpx_sgemm_force */
@@ -69,7 +72,7 @@ struct mpx_cpu_ctx {
 void *ops_scratch(mpx_cpu_ctx *ctx, int slot, size_t bytes);
 /* Creates the engine and stream of `d` if it has none (called with d->lock held). */
 dnnl_status_t ops_dnnl_ready(ops_dnnl *d);
-/* Destroys the engine and stream of `d` (its cache emptied by its owner first). */
+/* Frees the cache of `d`, then its stream and engine (called with d->lock held). */
 void ops_dnnl_release(ops_dnnl *d);
 
 /* ---- 16-bit operands of the GEMM-family ops (gemm_lowp.c) ---- */
