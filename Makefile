@@ -62,7 +62,7 @@ check-valgrind: build
 experiment-formats: build
 	@bash experiments/run_formats.sh $(SCALE) $(SEEDS)
 
-# make experiment-<model> [SCALE=smoke|small|paper] [SEEDS=n] [DATA=/path/to/imagenet]
+# make experiment-<model> [SCALE=smoke|small|vgg|paper] [SEEDS=n] [DATA=/path/to/imagenet]
 #                         [PARALLEL=n] [METHODS="fp32 fp16_adaptive"]:
 # every method of that model at that scale (or those of METHODS), PARALLEL trainings at a time,
 # then its figures and results table.
