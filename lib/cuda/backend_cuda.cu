@@ -13,6 +13,7 @@
  */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <string.h>
 
 #include "lib/cuda/check.cuh"
 #include "lib/cuda/ops.cuh"
@@ -120,6 +121,23 @@ static void cuda_decode(const mpx_backend *be, mpx_dtype src_dtype, const void *
                         size_t n) {
     (void)be;
     failed(mpx_decode_cuda(src_dtype, src, dst, n));
+}
+static void cuda_fp8_quantize(const mpx_backend *be, mpx_dtype fmt, float scale, const float *src,
+                              float *dst, size_t n, mpx_cast_stats *stats) {
+    (void)be;
+    failed(mpx_fp8_quantize_cuda(fmt, scale, src, dst, n, stats));
+}
+static void cuda_mx_quantize(const mpx_backend *be, mpx_dtype fmt, mpx_mx_rule rule,
+                             const float *src, float *dst, size_t n, size_t row,
+                             mpx_cast_stats *stats, mpx_mx_scales *sc) {
+    (void)be;
+    if (failed(mpx_mx_quantize_cuda(fmt, rule, src, dst, n, row, stats, sc)) && sc)
+        memset(sc, 0, sizeof *sc);
+}
+static void cuda_fixed_quantize(const mpx_backend *be, const mpx_fixed_spec *s, const float *src,
+                                float *dst, size_t n, mpx_cast_stats *stats) {
+    (void)be;
+    failed(mpx_fixed_quantize_cuda(s, src, dst, n, stats));
 }
 static void cuda_moments(const mpx_backend *be, const float *x, size_t n, mpx_moments *out) {
     (void)be;
@@ -527,6 +545,9 @@ static mpx_backend make_backend(void) {
     b.gemm_operands = cuda_gemm_operands;
     b.cast = cuda_cast;
     b.decode = cuda_decode;
+    b.fp8_quantize = cuda_fp8_quantize;
+    b.mx_quantize = cuda_mx_quantize;
+    b.fixed_quantize = cuda_fixed_quantize;
     b.moments = cuda_moments;
     b.moments_to = cuda_moments_to;
     b.abs_quantile = cuda_abs_quantile;

@@ -6,13 +6,12 @@
  * __float2half_rn / __float2bfloat16_rn (NaN handled by the shared rule of fp_bits.h, which keeps
  * the sign and payload where the hardware would return a canonical NaN); stochastic rounding by
  * the integer rule of fp_bits.h with element i's random word taken from Philox (a copy of
- * lib/core/rng.c) at counter offset + i. Counting: per-thread registers, reduced per warp, then
- * per block in shared memory (a shared histogram with warp-aggregated increments), then one
- * atomic add per counter per block into the mpx_cast_stats in device memory.
+ * lib/core/rng.c) at counter offset + i. Counting: cast_count.cuh.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "lib/cuda/cast_count.cuh"
 #include "lib/cuda/check.cuh"
 #include "lib/cuda/launch.cuh"
 #include "lib/cuda/philox.cuh"
@@ -47,25 +46,10 @@ struct Params {
     mpx_cast_stats *stats;
 };
 
-/* Counters a thread keeps in registers (32-bit: a thread sees fewer than 2^32 elements). */
-struct Counts {
-    uint32_t nonzero, flushed, below_min, subnormal, overflow, nonfinite;
-};
-
-/* *dst += v for a uint64_t counter in device memory (skipped when v is 0). */
-__device__ void add_u64(uint64_t *dst, unsigned long long v) {
-    if (v) atomicAdd((unsigned long long *)dst, v);
-}
-
 template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Params p) {
-    __shared__ unsigned int s_hist[MPX_HIST_BINS];
-    __shared__ unsigned long long s_cnt[6];
-    if constexpr (STATS) {
-        for (int k = threadIdx.x; k < MPX_HIST_BINS; k += blockDim.x) s_hist[k] = 0;
-        if (threadIdx.x < 6) s_cnt[threadIdx.x] = 0;
-        __syncthreads();
-    }
-    Counts c = {0, 0, 0, 0, 0, 0};
+    __shared__ CastCountShared shared;
+    if constexpr (STATS) cast_count_begin(&shared);
+    uint32_t c[kCnt] = {0, 0, 0, 0, 0, 0};
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += stride) {
         const float s = p.src[i];
@@ -92,39 +76,16 @@ template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Para
             const uint32_t min_sub = SF == kF16 ? 0x33800000u : 0x00010000u; /* 2^-24, 2^-133 */
             const uint32_t u = mpx_fp_bits(x), a = u & 0x7fffffffu, mag = sc & 0x7fffu;
             const bool nz = a != 0, fin = a < 0x7f800000u;
-            c.nonzero += nz;
-            c.nonfinite += !fin;
-            c.below_min += nz && a < min_sub;
-            c.flushed += nz && fin && mag == 0;
-            c.subnormal += mag != 0 && mag < sub_end;
-            c.overflow += fin && mag == inf;
-            /* Warp-aggregated histogram increment: one shared atomic per distinct bin. */
-            const int bin = mpx_fp_hist_bin(u);
-            const unsigned peers = __match_any_sync(__activemask(), bin);
-            if ((threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&s_hist[bin], __popc(peers));
+            c[kCntNonzero] += nz;
+            c[kCntNonfinite] += !fin;
+            c[kCntBelowMin] += nz && a < min_sub;
+            c[kCntFlushed] += nz && fin && mag == 0;
+            c[kCntSubnormal] += mag != 0 && mag < sub_end;
+            c[kCntOverflow] += fin && mag == inf;
+            cast_count_hist(&shared, u);
         }
     }
-    if constexpr (STATS) {
-        const uint32_t v[6] = {c.nonzero,   c.flushed,  c.below_min,
-                               c.subnormal, c.overflow, c.nonfinite};
-        for (int k = 0; k < 6; k++) {
-            unsigned w = __reduce_add_sync(0xffffffffu, v[k]);
-            if ((threadIdx.x & 31) == 0 && w) atomicAdd(&s_cnt[k], (unsigned long long)w);
-        }
-        __syncthreads();
-        mpx_cast_stats *st = p.stats;
-        if (threadIdx.x == 0) {
-            add_u64(&st->nonzero, s_cnt[0]);
-            add_u64(&st->flushed, s_cnt[1]);
-            add_u64(&st->below_min, s_cnt[2]);
-            add_u64(&st->subnormal, s_cnt[3]);
-            add_u64(&st->overflow, s_cnt[4]);
-            add_u64(&st->nonfinite, s_cnt[5]);
-            if (blockIdx.x == 0) add_u64(&st->count, p.n);
-        }
-        for (int k = threadIdx.x; k < MPX_HIST_BINS; k += blockDim.x)
-            add_u64(&st->hist[k], s_hist[k]);
-    }
+    if constexpr (STATS) cast_count_end(&shared, c, p.stats, p.n);
 }
 
 template <int DST, int SF, bool SR, bool STATS> void launch(const Params &p, unsigned grid) {

@@ -233,6 +233,25 @@ static void cpu_decode(const mpx_backend *be, mpx_dtype src_dtype, const void *s
     mpx_decode(src_dtype, src, dst, n);
 }
 
+static void cpu_fp8_quantize(const mpx_backend *be, mpx_dtype fmt, float scale, const float *src,
+                             float *dst, size_t n, mpx_cast_stats *stats) {
+    (void)be;
+    mpx_fp8_quantize(fmt, scale, src, dst, n, stats);
+}
+
+static void cpu_mx_quantize(const mpx_backend *be, mpx_dtype fmt, mpx_mx_rule rule,
+                            const float *src, float *dst, size_t n, size_t row,
+                            mpx_cast_stats *stats, mpx_mx_scales *sc) {
+    (void)be;
+    mpx_mx_quantize(fmt, rule, src, dst, n, row, stats, sc);
+}
+
+static void cpu_fixed_quantize(const mpx_backend *be, const mpx_fixed_spec *s, const float *src,
+                               float *dst, size_t n, mpx_cast_stats *stats) {
+    (void)be;
+    mpx_fixed_quantize(s, src, dst, n, stats);
+}
+
 static void cpu_accumulate(const mpx_backend *be, float *acc, const float *x, size_t n,
                            float scale) {
     (void)be;
@@ -522,6 +541,9 @@ static mpx_backend g_cpu = {
     .last_error = cpu_last_error,
     .cast = cpu_cast,
     .decode = cpu_decode,
+    .fp8_quantize = cpu_fp8_quantize,
+    .mx_quantize = cpu_mx_quantize,
+    .fixed_quantize = cpu_fixed_quantize,
     .moments = cpu_moments,
     .moments_to = cpu_moments_to,
     .abs_quantile = cpu_abs_quantile,

@@ -495,11 +495,12 @@ mpx_status mpx_graph_compile_backend(mpx_graph *g, const mpx_precision *prec,
     if (st == MPX_OK) {
         /* counts and moments of every layer in one block: one download per statistics step
          * (mpx_cast_stats is all 64-bit counters, so the moments behind it stay aligned) */
-        const size_t rows = (size_t)(g->n_layers > 0 ? g->n_layers : 1) * 2;
-        g->stats_bytes = rows * (sizeof(mpx_cast_stats) + sizeof(mpx_moments));
+        const size_t layers = (size_t)(g->n_layers > 0 ? g->n_layers : 1);
+        const size_t rows = layers * STATS_ROW, mrows = layers * 2;
+        g->stats_bytes = rows * sizeof(mpx_cast_stats) + mrows * sizeof(mpx_moments);
         g->dev_stats = g->be->alloc(g->be, g->stats_bytes);
         g->host_stats = calloc(1, g->stats_bytes);
-        g->moments_due = calloc(rows, 1);
+        g->moments_due = calloc(mrows, 1);
         if (g->dev_stats && g->host_stats) {
             g->dev_moments = (mpx_moments *)(g->dev_stats + rows);
             g->host_moments = (mpx_moments *)(g->host_stats + rows);

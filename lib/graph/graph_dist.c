@@ -125,20 +125,15 @@ mpx_status dist_max_magnitudes(float *a, int k) {
  * the gradient moments it recorded combined. */
 mpx_status dist_reduce_stats(mpx_graph *g) {
     if (mpx_comm_size() == 1) return MPX_OK;
-    MPX_TRY(mpx_comm_allreduce(g->host_stats,
-                               (size_t)g->n_layers * 2 * sizeof(mpx_cast_stats) / sizeof(uint64_t),
-                               MPX_COMM_U64, MPX_COMM_SUM));
+    MPX_TRY(mpx_comm_allreduce(
+        g->host_stats, (size_t)g->n_layers * STATS_ROW * sizeof(mpx_cast_stats) / sizeof(uint64_t),
+        MPX_COMM_U64, MPX_COMM_SUM));
     for (int l = 0; l < g->n_layers; l++) /* every rank records the same layers */
         if (g->moments_due[2 * l]) MPX_TRY(dist_reduce_moments(&g->host_moments[2 * l]));
     if (g->whatif) /* the what-if counts (graph_whatif.c) */
         for (int l = 0; l < g->n_layers; l++)
             MPX_TRY(mpx_comm_allreduce(g->pass->bw->stats[l].whatif,
                                        MPX_WHATIF_N * (sizeof(mpx_cast_stats) / sizeof(uint64_t)),
-                                       MPX_COMM_U64, MPX_COMM_SUM));
-    if (mpx_precision_quantizes_operands(&g->prec)) /* operand casts (graph_fp8.c, graph_fixed.c) */
-        for (int l = 0; l < g->n_layers; l++)
-            MPX_TRY(mpx_comm_allreduce(g->pass->bw->stats[l].operand,
-                                       3 * (sizeof(mpx_cast_stats) / sizeof(uint64_t)),
                                        MPX_COMM_U64, MPX_COMM_SUM));
     return MPX_OK;
 }

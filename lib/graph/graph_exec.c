@@ -457,7 +457,7 @@ static mpx_status backward_pass(mpx_graph *g, bw_pass *p) {
     if (o->stats) {
         memset(o->stats, 0, (size_t)g->n_layers * sizeof *o->stats);
         memset(g->moments_due, 0, (size_t)g->n_layers * 2);
-        g->be->zero(g->be, g->dev_stats, (size_t)g->n_layers * 2 * sizeof(mpx_cast_stats));
+        g->be->zero(g->be, g->dev_stats, (size_t)g->n_layers * STATS_ROW * sizeof(mpx_cast_stats));
     }
     mpx_status st = MPX_OK;
     for (int i = g->n_nodes - 1; i >= 0 && st == MPX_OK; i--) {
@@ -479,8 +479,10 @@ static mpx_status backward_pass(mpx_graph *g, bw_pass *p) {
         g->be->download(g->be, g->host_stats, g->dev_stats, g->stats_bytes);
         st = dist_reduce_stats(g);
         for (int l = 0; st == MPX_OK && l < g->n_layers; l++) {
-            o->stats[l].act = g->host_stats[2 * l];
-            o->stats[l].wgrad = g->host_stats[2 * l + 1];
+            o->stats[l].act = *STATS_AT(g, host_stats, l, STATS_ACT);
+            o->stats[l].wgrad = *STATS_AT(g, host_stats, l, STATS_WGRAD);
+            for (int k = 0; k < 3; k++)
+                o->stats[l].operand[k] = *STATS_AT(g, host_stats, l, STATS_OPERAND + k);
             if (g->moments_due[2 * l]) set_g_stats(&o->stats[l], &g->host_moments[2 * l]);
             if (g->moments_due[2 * l + 1]) set_w_stats(&o->stats[l], &g->host_moments[2 * l + 1]);
         }

@@ -12,7 +12,8 @@
  * the reduction runs over positions, Transformer Engine re-blocks the transposed operand; here
  * the row blocks are kept: a documented deviation). Statistics steps count each cast into the
  * layer's row (stats.h: fp8, operand_scale); delayed scaling notes each operand's amax during the
- * backward pass and pushes it into the node's history when the pass ends. CPU backend.
+ * backward pass and pushes it into the node's history when the pass ends. The backend quantizes
+ * (backend.h: fp8_quantize, mx_quantize), so the mode runs on every backend.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,10 +30,12 @@ struct node_fp8 {
 };
 
 mpx_status fp8_init(mpx_graph *g) {
-    if (mpx_precision_quantizes_operands(&g->prec) && g->be->device != MPX_DEV_CPU)
-        return mpx_fail(MPX_ERR_UNSUPPORTED, "precision.mode = %s runs on the CPU backend only "
-                                             "(no CUDA casts for it yet)",
-                        mpx_precision_mode_name(g->prec.mode));
+    if (mpx_precision_quantizes_operands(&g->prec) &&
+        !(g->be->fp8_quantize && g->be->mx_quantize && g->be->fixed_quantize))
+        return mpx_fail(MPX_ERR_UNSUPPORTED,
+                        "precision.mode = %s: the %s backend has no "
+                        "operand quantization",
+                        mpx_precision_mode_name(g->prec.mode), g->be->name);
     if (g->prec.gemm_round != MPX_F8_E4M3) return MPX_OK;
     for (int i = 0; i < g->n_nodes; i++) {
         gnode *n = &g->nodes[i];
@@ -99,12 +102,12 @@ mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
     const int64_t count = mpx_tensor_numel(v);
     float *f;
     mpx_layer_stats *ls;
-    MPX_TRY(operand_f32(g, n, v, "an FP8 operand", &f, &ls));
-    mpx_cast_stats *st = ls ? &ls->operand[slot] : NULL;
+    mpx_cast_stats *st;
+    MPX_TRY(operand_f32(g, n, slot, v, "an FP8 operand", &f, &ls, &st));
     if (c->recipe == MPX_FP8_MXFP8) {
         mpx_mx_scales sc;
-        mpx_mx_quantize(fmt, c->mx_ceil ? MPX_MX_CEIL : MPX_MX_FLOOR, f, f, (size_t)count,
-                        (size_t)v->shape[v->ndim - 1], st, &sc);
+        g->be->mx_quantize(g->be, fmt, c->mx_ceil ? MPX_MX_CEIL : MPX_MX_FLOOR, f, f, (size_t)count,
+                           (size_t)v->shape[v->ndim - 1], st, ls ? &sc : NULL);
         if (ls) ls->operand_scale[slot] = ldexp(1.0, -(sc.min_exp + sc.max_exp) / 2);
     } else {
         const float amax = g->be->absmax(g->be, f, (size_t)count);
@@ -114,7 +117,7 @@ mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
             s->seen[slot] = 1;
         }
         const float scale = tensor_scale(g, n, slot, fmt, amax);
-        mpx_fp8_quantize(fmt, scale, f, f, (size_t)count, st);
+        g->be->fp8_quantize(g->be, fmt, scale, f, f, (size_t)count, st);
         if (ls) ls->operand_scale[slot] = scale;
     }
     v->data = f;

@@ -177,6 +177,11 @@ typedef struct {
 /* The graph: the builder's topology, the options set before compile, compile's plan (precision,
  * backend, arenas, the memory plan, statistics and status buffers), counters, and what a pass
  * running now points to. */
+/* A layer's row of cast statistics in dev_stats / host_stats: the activation gradients' cast,
+ * the weight gradients' cast, and the quantizing modes' three operand casts (stats.h). */
+enum { STATS_ACT = 0, STATS_WGRAD = 1, STATS_OPERAND = 2, STATS_ROW = 5 };
+#define STATS_AT(g, stats, layer, k) (&(g)->stats[STATS_ROW * (size_t)(layer) + (k)])
+
 struct mpx_graph {
     mpx_status status;       /* sticky builder/compile error */
     gtensor *tensors;
@@ -218,8 +223,9 @@ struct mpx_graph {
     float *scratch;
     size_t scratch_floats, scratch_used;
     mpx_memory_plan plan;
-    mpx_cast_stats *dev_stats;     /* backend copy of [n_layers][2] cast stats (act, wgrad),
-                                    * followed by dev_moments in the same allocation */
+    mpx_cast_stats *dev_stats;     /* backend copy of [n_layers][STATS_ROW] cast stats (act,
+                                    * wgrad, the three operands: STATS_AT), followed by
+                                    * dev_moments in the same allocation */
     mpx_cast_stats *host_stats;    /* their host copy, downloaded at once on statistics steps */
     mpx_moments *dev_moments;      /* [n_layers][2] moments (gradient, weight) of statistics
                                     * steps, computed without a wait (behind dev_stats) */

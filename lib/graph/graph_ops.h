@@ -37,10 +37,11 @@ mpx_status gemm_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
 /* fp8 mode (graph_fp8.c): v quantized under the recipe into FP32 scratch; counted into n's
  * statistics row on statistics steps; delayed scaling's amax of this step noted. */
 mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
-/* The quantizing modes' common first step: v's values decoded into FP32 scratch (*f), and n's
- * statistics row when this is a statistics step of a training pass (*ls, else NULL). */
-mpx_status operand_f32(mpx_graph *g, const gnode *n, const mpx_tensor *v, const char *what,
-                       float **f, mpx_layer_stats **ls);
+/* The quantizing modes' common first step: v's values decoded into FP32 scratch (*f); when this
+ * is a statistics step of a training pass, n's statistics row (*ls, host) and the counters of
+ * operand `slot` (*st, backend memory), else both NULL. */
+mpx_status operand_f32(mpx_graph *g, const gnode *n, int slot, const mpx_tensor *v,
+                       const char *what, float **f, mpx_layer_stats **ls, mpx_cast_stats **st);
 /* fixed16 mode (graph_fixed.c): v quantized to Q(16, f) into FP32 scratch, counted likewise. */
 mpx_status fixed_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
 

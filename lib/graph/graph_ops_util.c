@@ -69,11 +69,13 @@ mpx_status move_all(const mpx_graph *g, const mpx_tensor *dst, const mpx_tensor 
     return move_elems(g, dst, 0, src, 0, mpx_tensor_numel(src));
 }
 
-mpx_status operand_f32(mpx_graph *g, const gnode *n, const mpx_tensor *v, const char *what,
-                       float **f, mpx_layer_stats **ls) {
+mpx_status operand_f32(mpx_graph *g, const gnode *n, int slot, const mpx_tensor *v,
+                       const char *what, float **f, mpx_layer_stats **ls, mpx_cast_stats **st) {
     const int64_t count = mpx_tensor_numel(v);
     if (!(*f = scratch_take(g, count))) return scratch_fail(g, what);
     g->be->decode(g->be, v->dtype, v->data, *f, (size_t)count); /* F32: a copy */
-    *ls = g->pass && g->pass->bw->stats && n->layer >= 0 ? &g->pass->bw->stats[n->layer] : NULL;
+    const int counted = g->pass && g->pass->bw->stats && n->layer >= 0;
+    *ls = counted ? &g->pass->bw->stats[n->layer] : NULL;
+    *st = counted ? STATS_AT(g, dev_stats, n->layer, STATS_OPERAND + slot) : NULL;
     return MPX_OK;
 }

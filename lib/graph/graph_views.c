@@ -183,14 +183,14 @@ mpx_status view_in_grad(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
  * statistics are due, nobody observes it, or it is counted from its shadow instead. */
 mpx_cast_stats *act_stats(mpx_graph *g, const gtensor *t) {
     if (!g->pass->bw->stats || t->plan.observer[0] < 0 || t->plan.shadow_counted) return NULL;
-    return &g->dev_stats[2 * t->plan.observer[0]];
+    return STATS_AT(g, dev_stats, t->plan.observer[0], STATS_ACT);
 }
 
 /* Copy the counts of t's first observer to the others (the loss shares fc's tensor). */
 static void share_counts(mpx_graph *g, const gtensor *t) {
     for (int k = 1; k < 4 && t->plan.observer[k] >= 0; k++)
-        g->be->copy(g->be, &g->dev_stats[2 * t->plan.observer[k]],
-                    &g->dev_stats[2 * t->plan.observer[0]], sizeof(mpx_cast_stats));
+        g->be->copy(g->be, STATS_AT(g, dev_stats, t->plan.observer[k], STATS_ACT),
+                    STATS_AT(g, dev_stats, t->plan.observer[0], STATS_ACT), sizeof(mpx_cast_stats));
 }
 
 /* adaptive-quantile: take the quantile of the gradient about to be rounded into t's storage,
@@ -250,7 +250,7 @@ mpx_status commit_shadow(mpx_graph *g, gnode *n, int slot, const mpx_tensor *v) 
         /* Count what the cast into storage does to these values (the copy is in place). */
         mpx_cast_spec s = mpx_cast_plain(MPX_F32);
         s.stats_format = g->prec.stats_format;
-        s.stats = &g->dev_stats[2 * t->plan.observer[0]];
+        s.stats = STATS_AT(g, dev_stats, t->plan.observer[0], STATS_ACT);
         g->be->cast(g->be, &s, v->data, v->data, (size_t)t->numel);
         share_counts(g, t);
     }
@@ -321,7 +321,8 @@ mpx_status commit_param_grad(mpx_graph *g, gnode *n, int param, const mpx_tensor
     /* Round the contribution into the parameter's gradient storage (counted), then unscale by
      * the S it carries and accumulate in FP32. */
     mpx_cast_spec s = storage_cast(g, p->work_dtype, round_stream(g->step, param, RS_PGRAD));
-    s.stats = g->pass->bw->stats && n->layer >= 0 ? &g->dev_stats[2 * n->layer + 1] : NULL;
+    s.stats =
+        g->pass->bw->stats && n->layer >= 0 ? STATS_AT(g, dev_stats, n->layer, STATS_WGRAD) : NULL;
     void *stored = v->data;
     if (v->dtype != p->work_dtype) {
         stored = scratch_take_dtype(g, p->numel, p->work_dtype);

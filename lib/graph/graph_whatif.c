@@ -4,10 +4,12 @@
  * Per recipe: the format (FP16, BF16, E5M2, E4M3, E2M1), its scale (none; a current per-tensor
  * scale max / amax as Transformer Engine's; MXFP8's and MXFP4's E8M0 blocks along the rows;
  * NVFP4's E4M3 blocks under an FP32 tensor scale, fp4.h) and the one counted
- * cast into FP8/16-bit scratch that is thrown away. CPU backend (the counts go straight into the
- * host's statistics rows).
+ * cast into FP8/16-bit scratch that is thrown away. The counts are the host's: they go straight
+ * into the host's statistics rows, and a GPU's gradient is first downloaded (statistics steps
+ * only, so the copy costs little).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph_internal.h"
@@ -25,22 +27,21 @@ mpx_status mpx_graph_whatif(mpx_graph *g, unsigned mask) {
     return MPX_OK;
 }
 
-/* Recipe k's count of the n values x * multiplier into row. */
-static mpx_status count_one(mpx_graph *g, int k, const float *src, size_t n, float multiplier,
-                            mpx_layer_stats *row) {
+/* Recipe k's count of the n values src * multiplier (host memory) into row; f (n floats) and
+ * codes (n 16-bit codes) are host scratch. */
+static void count_one(int k, const float *src, size_t n, float multiplier, float *f, void *codes,
+                      mpx_layer_stats *row) {
     static const mpx_dtype fmt[MPX_WHATIF_N] = {MPX_F16,     MPX_BF16,    MPX_F8_E5M2, MPX_F8_E5M2,
                                                 MPX_F8_E4M3, MPX_F8_E5M2, MPX_F32,     MPX_F32};
     mpx_cast_stats *st = &row->whatif[k];
     if (k == MPX_WHATIF_MXFP8_E5M2 || k == MPX_WHATIF_MXFP4 || k == MPX_WHATIF_NVFP4) {
-        float *f = scratch_take(g, (int64_t)n);
-        if (!f) return scratch_fail(g, "a what-if count");
         for (size_t i = 0; i < n; i++) f[i] = src[i] * multiplier; /* the cast's own product */
         /* blocks of consecutive values: along the channels of an NHWC gradient */
         if (k == MPX_WHATIF_NVFP4) {
             mpx_nvfp4_scales sc;
             mpx_nvfp4_quantize(f, f, n, n, st, &sc);
             row->whatif_scale[k] = sc.tensor_scale > 0 ? 1.0 / sc.tensor_scale : 1.0;
-            return MPX_OK;
+            return;
         }
         mpx_mx_scales sc;
         if (k == MPX_WHATIF_MXFP4)
@@ -48,34 +49,43 @@ static mpx_status count_one(mpx_graph *g, int k, const float *src, size_t n, flo
         else
             mpx_mx_quantize(fmt[k], MPX_MX_FLOOR, f, f, n, n, st, &sc);
         row->whatif_scale[k] = ldexp(1.0, -(sc.min_exp + sc.max_exp) / 2);
-        return MPX_OK;
+        return;
     }
     float scale = multiplier;
     if (k == MPX_WHATIF_E5M2_CURRENT || k == MPX_WHATIF_E4M3_CURRENT) {
-        const float amax = g->be->absmax(g->be, src, n) * fabsf(multiplier);
+        const float amax = mpx_absmax_f32(src, n) * fabsf(multiplier);
         scale = (float)mpx_fp8_scale(fmt[k], amax, 0, 0, 1.0) * multiplier;
     }
-    void *codes = scratch_take_dtype(g, (int64_t)n, fmt[k]);
-    if (!codes) return scratch_fail(g, "a what-if count");
     mpx_cast_spec s = mpx_cast_plain(fmt[k]);
     s.scale = scale;
     s.stats = st;
-    g->be->cast(g->be, &s, src, codes, n);
+    mpx_cast(&s, src, codes, n);
     row->whatif_scale[k] = scale / multiplier;
-    return MPX_OK;
 }
 
 mpx_status whatif_count(mpx_graph *g, const gtensor *t, const float *src, double multiplier) {
     if (!g->whatif || !g->pass || !g->pass->bw->stats || t->plan.observer[0] < 0) return MPX_OK;
-    if (g->be->device != MPX_DEV_CPU)
-        return mpx_fail(MPX_ERR_UNSUPPORTED, "log.whatif: the what-if counts run on the CPU only");
     mpx_layer_stats *row = &g->pass->bw->stats[t->plan.observer[0]];
-    const size_t mark = g->scratch_used;
-    for (int k = 0; k < MPX_WHATIF_N; k++) {
-        if (!(g->whatif & (1u << k))) continue;
-        MPX_TRY(count_one(g, k, src, (size_t)t->numel, (float)multiplier, row));
-        g->scratch_used = mark; /* each count's scratch is the next one's */
+    const size_t n = (size_t)t->numel;
+    const int on_host = g->be->device == MPX_DEV_CPU;
+    /* f: the scaled values of the block recipes, or the downloaded gradient followed by them */
+    float *f = malloc((on_host ? n : 2 * n) * sizeof *f);
+    uint16_t *codes = malloc(n * sizeof *codes);
+    if (!f || !codes) {
+        free(f);
+        free(codes);
+        return mpx_fail(MPX_ERR_NOMEM, "out of memory for the what-if counts of '%s'", t->name);
     }
+    const float *x = src;
+    if (!on_host) {
+        g->be->download(g->be, f, src, n * sizeof *f);
+        x = f;
+    }
+    for (int k = 0; k < MPX_WHATIF_N; k++)
+        if (g->whatif & (1u << k))
+            count_one(k, x, n, (float)multiplier, on_host ? f : f + n, codes, row);
+    free(f);
+    free(codes);
     for (int o = 1; o < 4 && t->plan.observer[o] >= 0; o++) { /* the loss shares fc's tensor */
         mpx_layer_stats *other = &g->pass->bw->stats[t->plan.observer[o]];
         memcpy(other->whatif, row->whatif, sizeof row->whatif);

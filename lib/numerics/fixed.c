@@ -16,36 +16,7 @@
 enum { QCHUNK = 2048 };
 
 int16_t mpx_f32_to_q16(float x, int frac, int stochastic, uint32_t rnd, int *saturated) {
-    int sat = 0;
-    int32_t q;
-    if (isnan(x)) {
-        q = 0;
-    } else {
-        const float v = x * ldexpf(1.0f, frac); /* exact: a power of two (Inf past FP32's range) */
-        const float a = fabsf(v);
-        float m; /* |v| rounded to an integer */
-        if (!(a < 0x1p23f)) {
-            m = a; /* already an integer (or Inf): saturates below */
-        } else if (stochastic) {
-            const float lo = floorf(a);
-            const double up = floor(0x1p32 * (double)(a - lo)); /* a - lo is exact */
-            m = lo + ((double)rnd < up ? 1.0f : 0.0f);
-        } else {
-            m = rintf(a); /* the default rounding mode: to nearest even */
-        }
-        const float r = copysignf(m, v);
-        if (r > 32767.0f) {
-            q = 32767;
-            sat = 1;
-        } else if (r < -32768.0f) {
-            q = -32768;
-            sat = 1;
-        } else {
-            q = (int32_t)r;
-        }
-    }
-    if (saturated) *saturated = sat;
-    return (int16_t)q;
+    return (int16_t)mpx_fp_q16(x, frac, stochastic, rnd, saturated);
 }
 
 float mpx_q16_to_f32(int16_t q, int frac) { return ldexpf((float)q, -frac); }

@@ -8,6 +8,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "lib/numerics/fp_bits.h"
+
 /* max(a, b), NaN when either is (a NaN amax makes a non-finite scale: kept or a NaN block). */
 static inline float max_nan(float a, float b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
 
@@ -141,29 +143,12 @@ void mpx_fp8_history_push(mpx_fp8_history *h, mpx_dtype fmt, float amax, int mar
     h->scale = mpx_fp8_scale(fmt, a, margin, pow2, h->scale);
 }
 
-/* floor(log2 x) for a finite x > 0, exactly. */
-static int floor_log2(double x) {
-    int e;
-    frexp(x, &e); /* x = m 2^e, m in [0.5, 1) */
-    return e - 1;
-}
-
 int mpx_mx_exponent(mpx_dtype fmt, mpx_mx_rule rule, float amax) {
     return mpx_mx_exponent_of(format_max(fmt), rule, amax);
 }
 
 int mpx_mx_exponent_of(double max, mpx_mx_rule rule, float amax) {
-    if (!isfinite(amax)) return MPX_MX_NAN_EXP;
-    if (!(amax > 0)) return -127;
-    int e;
-    if (rule == MPX_MX_FLOOR) {
-        e = floor_log2(amax) - floor_log2(max); /* emax: 8 (E4M3), 15 (E5M2), 2 (E2M1) */
-    } else {
-        const double r = (double)amax / max; /* exact enough: only its binade */
-        e = floor_log2(r);
-        if (ldexp(1.0, e) < r) e++; /* ceil(log2 r) */
-    }
-    return e < -127 ? -127 : e > 127 ? 127 : e;
+    return mpx_fp_mx_exponent(max, rule == MPX_MX_CEIL, amax, MPX_MX_NAN_EXP);
 }
 
 /* One run of len <= QCHUNK elements of a row (its blocks start at src), with its own counts. */

@@ -9,6 +9,7 @@
 #ifndef MPX_FP_BITS_H
 #define MPX_FP_BITS_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -164,6 +165,64 @@ MPX_HD int mpx_fp_hist_bin(uint32_t u) {
     if (a >= 0x7f800000u) return a == 0x7f800000u ? 81 : 82;
     int b = (int)(a >> 23) - 63;
     return b < 0 ? 0 : (b > 79 ? 79 : b);
+}
+
+/* The shared exponent e of an MX block (fp8.h) whose largest |x| is amax, for elements whose
+ * largest value is max: floor rule e = floor(log2 amax) - floor(log2 max) (the OCP spec's), or
+ * the round-up rule e = ceil(log2(amax / max)); clamped to E8M0's [-127, 127]; -127 for an
+ * all-zero block, `nan_exp` for a non-finite amax. frexp and ldexp are exact in double. */
+MPX_HD int mpx_fp_mx_exponent(double max, int round_up, float amax, int nan_exp) {
+    if (!(fabsf(amax) < INFINITY)) return nan_exp;
+    if (!(amax > 0)) return -127;
+    int e, em;
+    if (!round_up) {
+        frexp((double)amax, &e);
+        frexp(max, &em);
+        e -= em; /* (e - 1) - (em - 1) */
+    } else {
+        const double r = (double)amax / max; /* exact enough: only its binade */
+        frexp(r, &e);
+        e -= 1;                     /* floor(log2 r) */
+        if (ldexp(1.0, e) < r) e++; /* ceil(log2 r) */
+    }
+    return e < -127 ? -127 : e > 127 ? 127 : e;
+}
+
+/* The Q(16, frac) code of x (fixed.h): x * 2^frac rounded to an integer (to nearest even, or
+ * up with probability equal to the discarded fraction against the random word r), saturated
+ * to the int16 range; NaN -> 0. *saturated (may be NULL) = 1 when a finite x or +-Inf left the
+ * range. */
+MPX_HD int32_t mpx_fp_q16(float x, int frac, int stochastic, uint32_t r, int *saturated) {
+    int sat = 0;
+    int32_t q;
+    if (isnan(x)) {
+        q = 0;
+    } else {
+        const float v = x * ldexpf(1.0f, frac); /* exact: a power of two (Inf past FP32's range) */
+        const float a = fabsf(v);
+        float m; /* |v| rounded to an integer */
+        if (!(a < 0x1p23f)) {
+            m = a; /* already an integer (or Inf): saturates below */
+        } else if (stochastic) {
+            const float lo = floorf(a);
+            const double up = floor(0x1p32 * (double)(a - lo)); /* a - lo is exact */
+            m = lo + ((double)r < up ? 1.0f : 0.0f);
+        } else {
+            m = rintf(a); /* to nearest even */
+        }
+        const float s = copysignf(m, v);
+        if (s > 32767.0f) {
+            q = 32767;
+            sat = 1;
+        } else if (s < -32768.0f) {
+            q = -32768;
+            sat = 1;
+        } else {
+            q = (int32_t)s;
+        }
+    }
+    if (saturated) *saturated = sat;
+    return q;
 }
 
 #endif

@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "mpx/error.h"
+#include "mpx/fixed.h"
+#include "mpx/fp8.h"
 #include "mpx/numerics.h"
 #include "mpx/ops.h"
 #include "mpx/ssd.h"
@@ -133,6 +135,18 @@ typedef struct mpx_backend {
                  void *dst, size_t n);
     void (*decode)(const struct mpx_backend *be, mpx_dtype src_dtype, const void *src, float *dst,
                    size_t n);
+    /* The quantizing modes' operand casts (precision.h: fp8, fixed16), dst[i] = src[i] in the
+     * format read back in FP32 (dst may be src; FP32 backend memory), counted into *stats
+     * (BACKEND memory) when stats is not NULL: fp8.h's mpx_fp8_quantize and mpx_mx_quantize,
+     * fixed.h's mpx_fixed_quantize, with their values and counts. mx_quantize's sc (HOST
+     * memory, may be NULL) gets the block scales, which waits for them. */
+    void (*fp8_quantize)(const struct mpx_backend *be, mpx_dtype fmt, float scale, const float *src,
+                         float *dst, size_t n, mpx_cast_stats *stats);
+    void (*mx_quantize)(const struct mpx_backend *be, mpx_dtype fmt, mpx_mx_rule rule,
+                        const float *src, float *dst, size_t n, size_t row, mpx_cast_stats *stats,
+                        mpx_mx_scales *sc);
+    void (*fixed_quantize)(const struct mpx_backend *be, const mpx_fixed_spec *s, const float *src,
+                           float *dst, size_t n, mpx_cast_stats *stats);
     void (*moments)(const struct mpx_backend *be, const float *x, size_t n, mpx_moments *out);
     /* The same into *out in BACKEND memory, without a wait (statistics steps read every
      * layer's moments with one download). */

@@ -12,6 +12,8 @@
 
 #include "mpx/backend.h"
 #include "mpx/error.h"
+#include "mpx/fixed.h"
+#include "mpx/fp8.h"
 #include "mpx/numerics.h"
 
 #ifdef __cplusplus
@@ -69,6 +71,18 @@ const char *mpx_cuda_device_name(int device);
  * mpx_cast_stats in DEVICE memory to which the counts are added atomically. Supported: dst F32,
  * F16 or BF16; stats_format F16 or BF16 (others: MPX_ERR_UNSUPPORTED). Asynchronous. */
 mpx_status mpx_cast_cuda(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);
+
+/* The quantizing modes' operand casts on the device (quantize.cu): fp8.h's mpx_fp8_quantize and
+ * mpx_mx_quantize, fixed.h's mpx_fixed_quantize, with the same values and counts. src and dst
+ * (may be src) are device pointers, stats (when not NULL) an mpx_cast_stats in DEVICE memory
+ * added to atomically, sc host memory. Asynchronous, except mx_quantize with sc, which waits for
+ * the block scales. */
+mpx_status mpx_fp8_quantize_cuda(mpx_dtype fmt, float scale, const float *src, float *dst, size_t n,
+                                 mpx_cast_stats *stats);
+mpx_status mpx_mx_quantize_cuda(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *dst,
+                                size_t n, size_t row, mpx_cast_stats *stats, mpx_mx_scales *sc);
+mpx_status mpx_fixed_quantize_cuda(const mpx_fixed_spec *s, const float *src, float *dst, size_t n,
+                                   mpx_cast_stats *stats);
 
 /* ---- numerics and optimizer updates on the device ----
  * The backend entries of backend.h with the CPU backend's semantics. Array arguments are device
