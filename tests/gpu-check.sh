@@ -3,7 +3,7 @@
 #   1. build the CUDA backend (or use an existing build: --no-build),
 #   2. run every cuda-labelled test (each CUDA op against the CPU op),
 #   3. train each model's smoke config (ResNet-50, BERT, SSD) a few steps on the GPU and on the
-#      CPU, fp32 and one fp16 method, and compare their loss trajectories,
+#      CPU, fp32 and one fp16 method (ResNet-50 also tf32 and fp8), and compare their losses,
 #   4. time the training step on the GPU in fp32, fp16 and bf16 (ResNet-50 also in tf32, the
 #      reference's baseline): ResNet-50 at 224x224, batch 256;
 #      BERT-base at sequence 128, batch 64; SSD300 (ResNet-50 trunk), batch 32; ResNet-50 fp16
@@ -86,8 +86,8 @@ done
 result "cuda tests" "$pass passed, $fail failed, $skip skipped${failed:+ (failed:$failed)}"
 
 # ---- 3. training on the GPU against the CPU ----
-# Each model's smoke config, fp32 and one fp16 method (ResNet-50 also tf32), on both devices from
-# the same seed.
+# Each model's smoke config, fp32 and one fp16 method (ResNet-50 also tf32 and fp8 with delayed
+# scaling, whose operand casts are quantize.cu's on the GPU), on both devices from the same seed.
 # Step 1 sees the same weights and batch on both: only summation order and the convolution and
 # GEMM algorithms differ, so the losses agree to ~1e-6 relative; step 2 follows the first update,
 # so a wrong gradient shows there. Both must agree within 1e-3 (the size of a TF32 slip on FP32
@@ -106,8 +106,8 @@ compare() { # compare CUDA_TSV CPU_TSV
           printf "%s: %d steps, rel diff step 1 %.1e, step 2 %.1e, worst %.1e", ok ? "pass" : "FAIL",
                  n, first, second, worst }'
 }
-for pair in resnet50:fp32 resnet50:tf32 resnet50:fp16_adaptive bert:fp32 bert:fp16_dynamic ssd:fp32 \
-            ssd:fp16_adaptive; do
+for pair in resnet50:fp32 resnet50:tf32 resnet50:fp16_adaptive resnet50:fp8_delayed bert:fp32 \
+            bert:fp16_dynamic ssd:fp32 ssd:fp16_adaptive; do
   model=${pair%%:*} method=${pair#*:} cfg=${pair#*:}
   extra=()
   [ "$model" = resnet50 ] && extra=(data.dataset=synthetic)  # no CIFAR-10 needed
