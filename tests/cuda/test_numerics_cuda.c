@@ -21,18 +21,8 @@
 #include "mpx/cuda.h"
 #include "mpx/numerics.h"
 #include "mpx/rng.h"
+#include "cuda_check.h"
 #include "testutil.h"
-
-#define CUDA_OK(expr)                                                                              \
-    do {                                                                                           \
-        cudaError_t e_ = (expr);                                                                   \
-        REQUIRE(e_ == cudaSuccess, "%s: %s", #expr, cudaGetErrorString(e_));                       \
-    } while (0)
-#define CUDA_OK_VOID(expr)                                                                         \
-    do {                                                                                           \
-        cudaError_t e_ = (expr);                                                                   \
-        REQUIRE_VOID(e_ == cudaSuccess, "%s: %s", #expr, cudaGetErrorString(e_));                  \
-    } while (0)
 
 static const mpx_backend *cpu, *gpu;
 

@@ -16,13 +16,8 @@
 #include "mpx/backend.h"
 #include "mpx/cuda.h"
 #include "mpx/rng.h"
+#include "cuda_check.h"
 #include "testutil.h"
-
-#define CUDA_OK_VOID(expr)                                                                         \
-    do {                                                                                           \
-        cudaError_t e_ = (expr);                                                                   \
-        REQUIRE_VOID(e_ == cudaSuccess, "%s: %s", #expr, cudaGetErrorString(e_));                  \
-    } while (0)
 
 enum { NARR = 5, DELTA = 4 }; /* w, g, up to two state arrays, the update written (delta) */
 

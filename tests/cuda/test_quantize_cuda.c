@@ -17,19 +17,8 @@
 #include "mpx/fixed.h"
 #include "mpx/fp8.h"
 #include "mpx/rng.h"
+#include "cuda_check.h"
 #include "testutil.h"
-
-#define CUDA_OK(expr)                                                                              \
-    do {                                                                                           \
-        cudaError_t e_ = (expr);                                                                   \
-        REQUIRE(e_ == cudaSuccess, "%s: %s", #expr, cudaGetErrorString(e_));                       \
-    } while (0)
-/* The same in the void helpers. */
-#define CUDA_OK_V(expr)                                                                            \
-    do {                                                                                           \
-        cudaError_t e_ = (expr);                                                                   \
-        REQUIRE_VOID(e_ == cudaSuccess, "%s: %s", #expr, cudaGetErrorString(e_));                  \
-    } while (0)
 
 static float bits_f(uint32_t u) {
     float f;
@@ -101,11 +90,11 @@ static mpx_cast_stats start_stats(void) {
 /* Copy the GPU's result and counts back and compare them with the CPU's. */
 static void compare(const bufs *b, const mpx_cast_stats *s_cpu, const char *what) {
     mpx_cast_stats s_gpu;
-    CUDA_OK_V(cudaDeviceSynchronize());
-    CUDA_OK_V(cudaMemcpy(b->gpu, b->d_y, b->n * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OK_VOID(cudaDeviceSynchronize());
+    CUDA_OK_VOID(cudaMemcpy(b->gpu, b->d_y, b->n * sizeof(float), cudaMemcpyDeviceToHost));
     same_values(b->cpu, b->gpu, b->n, what);
     if (!s_cpu) return;
-    CUDA_OK_V(cudaMemcpy(&s_gpu, b->d_st, sizeof s_gpu, cudaMemcpyDeviceToHost));
+    CUDA_OK_VOID(cudaMemcpy(&s_gpu, b->d_st, sizeof s_gpu, cudaMemcpyDeviceToHost));
     same_stats(&s_gpu, s_cpu, what);
 }
 
@@ -119,7 +108,7 @@ static void check_fp8(const bufs *b) {
                 snprintf(what, sizeof what, "fp8 %s scale %g%s", mpx_dtype_name(fmts[f]),
                          (double)scales[k], counted ? " counted" : "");
                 mpx_cast_stats s = start_stats();
-                CUDA_OK_V(cudaMemcpy(b->d_st, &s, sizeof s, cudaMemcpyHostToDevice));
+                CUDA_OK_VOID(cudaMemcpy(b->d_st, &s, sizeof s, cudaMemcpyHostToDevice));
                 mpx_fp8_quantize(fmts[f], scales[k], b->x, b->cpu, b->n, counted ? &s : NULL);
                 CHECK_OK(mpx_fp8_quantize_cuda(fmts[f], scales[k], b->d_x, b->d_y, b->n,
                                                counted ? b->d_st : NULL));
@@ -140,7 +129,7 @@ static void check_mx(const bufs *b) {
                 const mpx_mx_rule rl = rule ? MPX_MX_CEIL : MPX_MX_FLOOR;
                 mpx_cast_stats s = start_stats();
                 mpx_mx_scales sc_cpu, sc_gpu;
-                CUDA_OK_V(cudaMemcpy(b->d_st, &s, sizeof s, cudaMemcpyHostToDevice));
+                CUDA_OK_VOID(cudaMemcpy(b->d_st, &s, sizeof s, cudaMemcpyHostToDevice));
                 mpx_mx_quantize(fmts[f], rl, b->x, b->cpu, b->n, rows[r], &s, &sc_cpu);
                 CHECK_OK(mpx_mx_quantize_cuda(fmts[f], rl, b->d_x, b->d_y, b->n, rows[r], b->d_st,
                                               &sc_gpu));
@@ -156,7 +145,7 @@ static void check_mx(const bufs *b) {
                       (unsigned long long)sc_cpu.nan_blocks, sc_gpu.min_exp, sc_gpu.max_exp,
                       sc_cpu.min_exp, sc_cpu.max_exp);
                 /* Uncounted, without the scales: the same values. */
-                CUDA_OK_V(cudaMemset(b->d_y, 0, b->n * sizeof(float)));
+                CUDA_OK_VOID(cudaMemset(b->d_y, 0, b->n * sizeof(float)));
                 CHECK_OK(
                     mpx_mx_quantize_cuda(fmts[f], rl, b->d_x, b->d_y, b->n, rows[r], NULL, NULL));
                 compare(b, NULL, what);
@@ -172,7 +161,7 @@ static void check_fixed(const bufs *b) {
             const mpx_fixed_spec sp = {fracs[k], sr ? MPX_ROUND_STOCHASTIC : MPX_ROUND_RNE,
                                        0x1234567890abcdefull, 5, 4097};
             mpx_cast_stats s = start_stats();
-            CUDA_OK_V(cudaMemcpy(b->d_st, &s, sizeof s, cudaMemcpyHostToDevice));
+            CUDA_OK_VOID(cudaMemcpy(b->d_st, &s, sizeof s, cudaMemcpyHostToDevice));
             mpx_fixed_quantize(&sp, b->x, b->cpu, b->n, &s);
             CHECK_OK(mpx_fixed_quantize_cuda(&sp, b->d_x, b->d_y, b->n, b->d_st));
             compare(b, &s, what);
