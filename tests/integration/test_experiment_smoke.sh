@@ -9,7 +9,7 @@
 # ../shared/data or data/cache) is skipped, saying so; all missing: exit 77.
 # ResNet-50 runs its methods and the formats ones with fewer, smaller steps than its smoke
 # configs (EXTRA: 6 steps of 16, 64 evaluation images): the pipeline is what is checked here, and
-# make test stays within a few minutes; `make regress` trains the smoke configs as they are.
+# make test takes less time; `make regress` trains the smoke configs as they are.
 set -u
 root=${MPX_SOURCE_DIR:?}
 MPX=${MPX:?MPX must point to the mpx binary}
