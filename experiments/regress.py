@@ -11,7 +11,13 @@ max(4 x the seed-to-seed standard deviation, a floor) of the seed mean. Why that
 to the code that keeps the numerics correct moves a short run by about as much as a different
 seed does (initialisation and data order), while a broken cast, scaler or op moves it by many
 seed deviations; 4 sd keeps false alarms rare for a normal spread. The floors (1% of the loss,
-0.5 metric points) cover methods whose seeds happen to agree closely.
+0.5 metric points) cover methods whose seeds happen to agree closely. The metric (top-1, masked
+accuracy, mAP: higher is better) fails only below the band: a CI host of another kind (native
+BF16 GEMMs, other kernels) once scored SSD smoke bf16 at 1.21 mAP against 0.17 +- 0.73 and
+failed on an improvement. Where the band reaches 0 the metric check cannot fail and its row says
+so (the SSD smoke scenes hardly get learned in 60 steps); the losses still check that run. The
+losses stay two-sided: a loss far below every seed is as suspect as one far above (a loss that
+stopped counting terms).
 
 Speed: `mpx bench` of each model's smoke fp32 config in fp32 and fp16, as the ratio of achieved
 GFLOP/s to an sgemm of the model's dominant GEMM measured in the same run (through the library
@@ -124,6 +130,19 @@ def band(key, mean, sd):
     return max(SD_FACTOR * sd, floor * abs(mean) if kind == "rel" else floor)
 
 
+def accuracy_verdict(key, now, mean, tol):
+    """(passes, verdict text) for one accuracy value against mean +- tol (see the module doc:
+    the metric is one-sided, the losses two-sided)."""
+    if key != "metric":
+        ok = abs(now - mean) <= tol
+        return ok, "ok" if ok else "REGRESSION"
+    if now < mean - tol:
+        return False, "REGRESSION"
+    if mean - tol <= 0:
+        return True, "ok (uninformative: the band reaches 0)"
+    return True, "ok" if now <= mean + tol else "ok (better than the band)"
+
+
 def update(args, mpx, model, tmp, log):
     acc = {}
     for m in METHODS:
@@ -172,10 +191,10 @@ def compare(args, mpx, model, tmp, log, rows):
         for k in KEYS:
             b = base["accuracy"][m][k]
             tol = band(k, b["mean"], b["sd"])
-            ok = abs(r[k] - b["mean"]) <= tol
+            ok, verdict = accuracy_verdict(k, r[k], b["mean"], tol)
             bad += not ok
             rows.append((f"{model} {m} {k}", f"{b['mean']:.4f} ± {tol:.4f}", f"{r[k]:.4f}",
-                         "ok" if ok else "REGRESSION"))
+                         verdict))
     reference = base.get("speed_reference", "openblas")
     speed = bench(mpx, model, tmp, log, reference)
     same_cpu = base.get("cpu") == cpu_model()
