@@ -15,7 +15,7 @@ seed deviations; 4 sd keeps false alarms rare for a normal spread. The floors (1
 accuracy, mAP: higher is better) fails only below the band: a CI host of another kind (native
 BF16 GEMMs, other kernels) once scored SSD smoke bf16 at 1.21 mAP against 0.17 +- 0.73 and
 failed on an improvement. Where the band reaches 0 the metric check cannot fail and its row says
-so (the SSD smoke scenes hardly get learned in 60 steps); the losses still check that run. The
+so (BERT's and SSD's smoke runs take 8 steps and hardly learn); the losses still check them. The
 losses stay two-sided: a loss far below every seed is as suspect as one far above (a loss that
 stopped counting terms).
 
