@@ -378,8 +378,9 @@ def evaluate(c, methods, layers, od):
     sd = pooled_sd(a, b, key)
     m = margin_of(c["margin"], sd)
     ours = f"{fmt(a)} vs {b.name} {fmt(b)}"
-    spread = (f"{a.name} better by {d:+.3g} ({key}, {'higher' if higher else 'lower'} is "
-              f"better), margin {m:.3g}")
+    better, worse = (a, b) if d >= 0 else (b, a)
+    spread = (f"{better.name} better than {worse.name} by {abs(d):.3g} ({key}, "
+              f"{'higher' if higher else 'lower'} is better), margin {m:.3g}")
     if kind == "same":
         return ("holds" if abs(d) <= m else "fails"), ours, spread
     if kind == "not_worse":
