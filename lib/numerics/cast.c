@@ -96,12 +96,7 @@ static void cast_block(const cast_plan *p, const float *src, void *dst, size_t i
     const float *x = src + i0;
     uint32_t rnd[BLOCK];
     uint16_t codes[BLOCK];
-    if (p->stochastic) {
-        if (p->impl == MPX_IMPL_AVX512)
-            mpx_k_rand_avx512(s->seed, p->rng_stream, s->offset + i0, rnd, m);
-        else
-            mpx_k_rand_c(s->seed, p->rng_stream, s->offset + i0, rnd, m);
-    }
+    if (p->stochastic) mpx_k_rand(p->impl, s->seed, p->rng_stream, s->offset + i0, rnd, m);
 
     /* The cast. */
     switch (s->dst) {
@@ -115,10 +110,8 @@ static void cast_block(const cast_plan *p, const float *src, void *dst, size_t i
         uint16_t *y = (uint16_t *)dst + i0;
         if (!p->stochastic)
             p->enc_dst(x, s->scale, y, m);
-        else if (p->impl == MPX_IMPL_AVX512)
-            mpx_k_sr16_avx512(s->dst, x, s->scale, rnd, y, m);
         else
-            mpx_k_sr16_c(s->dst, x, s->scale, rnd, y, m);
+            mpx_k_sr16(p->impl, s->dst, x, s->scale, rnd, y, m);
         break;
     }
     case MPX_TF32: {

@@ -70,6 +70,26 @@ mpx_decode16_fn mpx_k_decoder16(mpx_dtype t, mpx_impl impl) {
     return impl == MPX_IMPL_AVX512 ? mpx_k_decode_bf16_avx512 : mpx_k_decode_bf16_c;
 }
 
+void mpx_k_sr16(mpx_impl impl, mpx_dtype fmt, const float *src, float scale, const uint32_t *rnd,
+                uint16_t *dst, size_t n) {
+    if (impl == MPX_IMPL_AVX512)
+        mpx_k_sr16_avx512(fmt, src, scale, rnd, dst, n);
+    else if (impl == MPX_IMPL_F16C && mpx_cpu()->avx2)
+        mpx_k_sr16_avx2(fmt, src, scale, rnd, dst, n);
+    else
+        mpx_k_sr16_c(fmt, src, scale, rnd, dst, n);
+}
+
+void mpx_k_rand(mpx_impl impl, uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out,
+                size_t n) {
+    if (impl == MPX_IMPL_AVX512)
+        mpx_k_rand_avx512(seed, stream, counter, out, n);
+    else if (impl == MPX_IMPL_F16C && mpx_cpu()->avx2)
+        mpx_k_rand_avx2(seed, stream, counter, out, n);
+    else
+        mpx_k_rand_c(seed, stream, counter, out, n);
+}
+
 /* One chunk [i0, i0 + m) of an encode into dtype t. */
 static void encode_chunk(mpx_dtype t, mpx_encode16_fn enc16, const float *src, void *dst, size_t i0,
                          size_t m) {

@@ -27,10 +27,7 @@ static void quantize_chunk(const mpx_fixed_spec *s, int stochastic, const float 
     uint32_t rnd[QCHUNK];
     if (stochastic) {
         const uint64_t stream = (uint64_t)MPX_RNG_ROUNDING ^ s->stream;
-        if (mpx_impl_current() == MPX_IMPL_AVX512)
-            mpx_k_rand_avx512(s->seed, stream, s->offset + i0, rnd, m);
-        else
-            mpx_k_rand_c(s->seed, stream, s->offset + i0, rnd, m);
+        mpx_k_rand(mpx_impl_current(), s->seed, stream, s->offset + i0, rnd, m);
     }
     const float min = ldexpf(1.0f, -s->frac);
     for (size_t j = 0; j < m; j++) {

@@ -1,7 +1,7 @@
 /* kernels.h — inner loops behind mpx_encode / mpx_decode / mpx_cast (private to lib/numerics).
  *
- * Each loop exists as portable C (kernels_c.c) and, where it pays, as AVX-512 (kernels_avx512.c)
- * and F16C (kernels_f16c.c) versions compiled with target attributes, so the library builds
+ * Each loop exists as portable C (kernels_c.c) and, where it pays, as AVX-512 (kernels_avx512.c),
+ * AVX2 (kernels_avx2.c) and F16C (kernels_f16c.c) versions compiled with target attributes, so the library builds
  * without -march flags and picks the best version at run time from mpx_cpu(). Every version
  * produces the same bits and the same counts as the portable one (tests/unit/test_f16.c,
  * test_bf16.c, test_cast_stats.c, test_cast_stochastic.c compare them).
@@ -51,6 +51,11 @@ void mpx_k_sr16_c(mpx_dtype fmt, const float *src, float scale, const uint32_t *
                   size_t n);
 void mpx_k_sr16_avx512(mpx_dtype fmt, const float *src, float scale, const uint32_t *rnd,
                        uint16_t *dst, size_t n);
+void mpx_k_sr16_avx2(mpx_dtype fmt, const float *src, float scale, const uint32_t *rnd,
+                     uint16_t *dst, size_t n);
+/* The best of them under `impl` (the F16C tier has AVX2). */
+void mpx_k_sr16(mpx_impl impl, mpx_dtype fmt, const float *src, float scale, const uint32_t *rnd,
+                uint16_t *dst, size_t n);
 
 /* Histogram accumulator of one thread's counting loops: MPX_K_SUBHIST interleaved 32-bit
  * sub-histograms (consecutive elements go to different ones, so repeated increments of one bin
@@ -74,6 +79,10 @@ void mpx_k_count16_avx512(mpx_dtype fmt, const float *src, float scale, const ui
 /* Random words for stochastic rounding: out[j] = mpx_rand_u32(seed, stream, counter + j). */
 void mpx_k_rand_c(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out, size_t n);
 void mpx_k_rand_avx512(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out, size_t n);
+void mpx_k_rand_avx2(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out, size_t n);
+/* The best of them under `impl`. */
+void mpx_k_rand(mpx_impl impl, uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out,
+                size_t n);
 
 /* Magnitude maxima on the bits with the sign cleared: unsigned order there is |value| order and
  * NaN and Inf sort above every finite value, so an integer max is exact and needs no NaN case.

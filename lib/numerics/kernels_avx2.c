@@ -9,6 +9,8 @@
  * i % 8 as in the portable loop, and min/max_ps(v, m) is exactly `v < m ? v : m`, so the bits
  * match. Compiled with a target attribute; only called when mpx_cpu() reports avx2. The sum
  * is one multiply and one add per element, as in the portable loop, so the bits are the same.
+ * The stochastic-rounding cast and its Philox words are here too: on a CPU without AVX-512 their
+ * portable loops were most of a stochastically rounded training step.
  */
 #include <immintrin.h>
 
@@ -96,4 +98,121 @@ MPX_AVX2 void mpx_k_lane_sqdev_avx2(const float *x, size_t n, double mean, doubl
     _mm256_storeu_pd(q, q0);
     _mm256_storeu_pd(q + 4, q1);
     mpx_k_lane_sqdev_c(x + i, n - i, mean, q);
+}
+
+/* Stochastic rounding, the rule of mpx_fp_round_mag in vector form (as in kernels_avx512.c, with
+ * compares and blends for the masks). The discarded fraction as a 32-bit fixed-point number is
+ * v << (32 - shift) | v >> (shift - 32): vpsllvd / vpsrlvd give 0 for counts >= 32 and read a
+ * "negative" count as a huge one, so one of the two is always 0 (both are v when shift == 32).
+ * AVX2 compares are signed: r < frac unsigned is tested with both sign bits flipped. */
+MPX_AVX2 static inline __m256i sr_mag(__m256i a, __m256i r, int man, int bias) {
+    const int e_min = 128 - bias;
+    const __m256i zero = _mm256_setzero_si256(), flip = _mm256_set1_epi32((int)0x80000000u);
+    __m256i e = _mm256_srli_epi32(a, 23);
+    __m256i normal = _mm256_cmpgt_epi32(e, _mm256_set1_epi32(e_min - 1));
+    __m256i v_norm = _mm256_sub_epi32(a, _mm256_set1_epi32((127 - bias) << 23));
+    __m256i e0 = _mm256_cmpeq_epi32(e, zero);
+    __m256i e_eff = _mm256_blendv_epi8(e, _mm256_set1_epi32(1), e0);
+    __m256i sig = _mm256_and_si256(a, _mm256_set1_epi32(0x7fffff));
+    sig = _mm256_or_si256(sig, _mm256_andnot_si256(e0, _mm256_set1_epi32(0x800000)));
+    __m256i shift_sub = _mm256_sub_epi32(_mm256_set1_epi32(23 - man + e_min), e_eff);
+    __m256i v = _mm256_blendv_epi8(sig, v_norm, normal);
+    __m256i shift = _mm256_blendv_epi8(shift_sub, _mm256_set1_epi32(23 - man), normal);
+    __m256i q = _mm256_srlv_epi32(v, shift);
+    __m256i frac =
+        _mm256_or_si256(_mm256_sllv_epi32(v, _mm256_sub_epi32(_mm256_set1_epi32(32), shift)),
+                        _mm256_srlv_epi32(v, _mm256_sub_epi32(shift, _mm256_set1_epi32(32))));
+    __m256i up = _mm256_cmpgt_epi32(_mm256_xor_si256(frac, flip), _mm256_xor_si256(r, flip));
+    return _mm256_sub_epi32(q, up); /* up is -1 where the value rounds up */
+}
+
+/* The 16-bit code of 8 values u (FP32 bits) with random words r. Magnitudes and codes stay below
+ * 2^31, so signed compares order them. */
+MPX_AVX2 static inline __m256i sr16_code(__m256i u, __m256i r, int f16) {
+    const int man = f16 ? 10 : 7, bias = f16 ? 15 : 127, nan_shift = f16 ? 13 : 16;
+    const __m256i inf = _mm256_set1_epi32(f16 ? 0x7c00 : 0x7f80);
+    const __m256i expmask = _mm256_set1_epi32(0x7f800000);
+    __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    __m256i q = sr_mag(a, r, man, bias);
+    q = _mm256_blendv_epi8(q, inf, _mm256_cmpgt_epi32(q, _mm256_set1_epi32(f16 ? 0x7bff : 0x7f7f)));
+    q = _mm256_blendv_epi8(q, inf, _mm256_cmpeq_epi32(a, expmask));
+    __m256i nanv = _mm256_or_si256(
+        _mm256_set1_epi32(f16 ? 0x7e00 : 0x7fc0),
+        _mm256_and_si256(_mm256_srli_epi32(a, nan_shift), _mm256_set1_epi32(f16 ? 0x3ff : 0x7f)));
+    q = _mm256_blendv_epi8(q, nanv, _mm256_cmpgt_epi32(a, expmask));
+    return _mm256_or_si256(q, _mm256_srli_epi32(_mm256_xor_si256(u, a), 16)); /* the sign */
+}
+
+MPX_AVX2 void mpx_k_sr16_avx2(mpx_dtype fmt, const float *src, float scale, const uint32_t *rnd,
+                              uint16_t *dst, size_t n) {
+    const int f16 = fmt == MPX_F16;
+    const __m256 s = _mm256_set1_ps(scale);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i u0 = _mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(src + i), s));
+        __m256i u1 = _mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(src + i + 8), s));
+        __m256i q0 = sr16_code(u0, _mm256_loadu_si256((const __m256i *)(rnd + i)), f16);
+        __m256i q1 = sr16_code(u1, _mm256_loadu_si256((const __m256i *)(rnd + i + 8)), f16);
+        /* Codes are at most 0xffff: the unsigned-saturating pack keeps them; it packs within
+         * 128-bit halves, and the permute puts the four quarters back in element order. */
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(q0, q1), _MM_SHUFFLE(3, 1, 2, 0));
+        _mm256_storeu_si256((__m256i *)(dst + i), p);
+    }
+    mpx_k_sr16_c(fmt, src + i, scale, rnd + i, dst + i, n - i);
+}
+
+/* Philox4x32-10 for 8 consecutive blocks at once (lib/core/rng.c is the reference): 32 words.
+ * The 32x32 -> 64-bit products come from vpmuludq on the even and the odd lanes. */
+MPX_AVX2 static inline void mulhilo(__m256i a, __m256i m, __m256i *hi, __m256i *lo) {
+    __m256i pe = _mm256_mul_epu32(a, m);
+    __m256i po = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+    *hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
+    *lo = _mm256_mullo_epi32(a, m);
+}
+
+MPX_AVX2 static void philox8(uint64_t seed, uint64_t stream, uint64_t block, uint32_t *out) {
+    const __m256i flip = _mm256_set1_epi32((int)0x80000000u);
+    const __m256i m0 = _mm256_set1_epi32((int)0xD2511F53u),
+                  m1 = _mm256_set1_epi32((int)0xCD9E8D57u);
+    __m256i base = _mm256_set1_epi32((int)(uint32_t)block);
+    __m256i c0 = _mm256_add_epi32(base, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    /* The low word wrapped (c0 < base, unsigned): carry into the high word. */
+    __m256i carry = _mm256_cmpgt_epi32(_mm256_xor_si256(base, flip), _mm256_xor_si256(c0, flip));
+    __m256i c1 = _mm256_sub_epi32(_mm256_set1_epi32((int)(uint32_t)(block >> 32)), carry);
+    __m256i c2 = _mm256_set1_epi32((int)(uint32_t)stream);
+    __m256i c3 = _mm256_set1_epi32((int)(uint32_t)(stream >> 32));
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int round = 0; round < 10; round++) {
+        __m256i hi0, lo0, hi1, lo1;
+        mulhilo(c0, m0, &hi0, &lo0);
+        mulhilo(c2, m1, &hi1, &lo1);
+        c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32((int)k0));
+        c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32((int)k1));
+        c1 = lo1;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    /* Transpose 4 x 8 words into 8 blocks of 4 consecutive words: u0 holds blocks 0 and 4, u1
+     * 1 and 5, u2 2 and 6, u3 3 and 7. */
+    __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
+    __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    _mm256_storeu_si256((__m256i *)(out + 0), _mm256_permute2x128_si256(u0, u1, 0x20));
+    _mm256_storeu_si256((__m256i *)(out + 8), _mm256_permute2x128_si256(u2, u3, 0x20));
+    _mm256_storeu_si256((__m256i *)(out + 16), _mm256_permute2x128_si256(u0, u1, 0x31));
+    _mm256_storeu_si256((__m256i *)(out + 24), _mm256_permute2x128_si256(u2, u3, 0x31));
+}
+
+MPX_AVX2 void mpx_k_rand_avx2(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out,
+                              size_t n) {
+    /* Unaligned head (counter not a multiple of 4) and short tail go word by word. */
+    size_t head = (size_t)((4 - (counter & 3)) & 3);
+    if (head > n) head = n;
+    mpx_k_rand_c(seed, stream, counter, out, head);
+    size_t j = head;
+    counter += head;
+    for (; j + 32 <= n; j += 32, counter += 32) philox8(seed, stream, counter >> 2, out + j);
+    mpx_k_rand_c(seed, stream, counter, out + j, n - j);
 }
