@@ -215,8 +215,10 @@ static int gemm_shapes(const mpx_graph *g, gemm_shape *s) {
     return ns;
 }
 
-/* The variants: each requested precision mode plain; with o->overheads also, for the configured
- * mode, the statistics and adaptive-scaling variants from *base on (-1: none). */
+/* The variants: each requested precision mode without loss scaling — the configured mode with
+ * the config's whole precision policy (rounding, master weights, FP8 recipe, fixed-point
+ * fraction bits), any other mode with that mode's defaults; with o->overheads also, for the
+ * configured mode, the statistics and adaptive-scaling variants from *base on (-1: none). */
 static mpx_status make_variants(const mpx_run_cfg *rc, const mpx_bench_opts *o, variant *v,
                                 int *nv_out, int *base_out) {
     int nv = 0;
@@ -231,8 +233,12 @@ static mpx_status make_variants(const mpx_run_cfg *rc, const mpx_bench_opts *o, 
             st = mpx_fail(MPX_ERR_INPUT, "--modes: unknown precision mode '%s'", tok);
             break;
         }
-        x->prec.tensor_cores = rc->precision.tensor_cores;
-        x->prec.direct_io = rc->precision.direct_io;
+        if (x->prec.mode == rc->precision.mode) {
+            x->prec = rc->precision; /* the config's own policy: rounding, masters, recipe */
+        } else {
+            x->prec.tensor_cores = rc->precision.tensor_cores;
+            x->prec.direct_io = rc->precision.direct_io;
+        }
         mpx_scaling_defaults(&x->scaling);
         x->name = mpx_precision_mode_name(x->prec.mode);
         nv++;
@@ -321,6 +327,9 @@ static void result_rows(const mpx_bench_opts *o, const variant *v, int nv, mpx_b
         mpx_bench_row *row = &res->rows[res->n++];
         snprintf(row->name, sizeof row->name, "%s", v[i].name);
         snprintf(row->mode, sizeof row->mode, "%s", mpx_precision_mode_name(v[i].prec.mode));
+        snprintf(row->rounding, sizeof row->rounding, "%s",
+                 v[i].prec.rounding == MPX_ROUND_STOCHASTIC ? "stochastic" : "rne");
+        row->master_weights = v[i].prec.master_weights;
         row->median_s = median(v[i].t, o->steps);
         row->min_s = row->max_s = v[i].t[0];
         for (int r = 1; r < o->steps; r++) {

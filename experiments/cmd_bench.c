@@ -28,7 +28,10 @@ static void help(void) {
            "CPU's linear layers at BERT's ignored MLM positions; JSON skipped_gflop_per_step).\n"
            "  --device D     cpu or cuda (the same as train.device=D; default: the config's)\n"
            "  --steps N      measured rounds (default 10); --warmup N rounds first (default 2)\n"
-           "  --modes LIST   precision modes to compare (default: the config's)\n"
+           "  --modes LIST   precision modes to compare (default: the config's); the config's\n"
+           "                 mode runs with its whole precision section (rounding, master\n"
+           "                 weights, FP8 recipe, fixed-point bits), any other mode with\n"
+           "                 that mode's defaults; none of them with loss scaling\n"
            "  --overheads    also time statistics every step and adaptive scaling (update every\n"
            "                 step / cached) and derive their overhead at every 1 and 100 steps:\n"
            "                 per-round paired estimates, their median and a 95%% interval\n"
@@ -126,6 +129,8 @@ static void write_json(FILE *f, const char *config, const mpx_run_cfg *rc,
         json_begin_object(&w, NULL);
         json_string(&w, "name", v->name);
         json_string(&w, "mode", v->mode);
+        json_string(&w, "rounding", v->rounding);
+        json_bool(&w, "master_weights", v->master_weights);
         json_number(&w, "median_s", v->median_s);
         json_number(&w, "min_s", v->min_s);
         json_number(&w, "max_s", v->max_s);

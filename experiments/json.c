@@ -70,6 +70,11 @@ void json_integer(json_writer *w, const char *key, long long value) {
     fprintf(w->f, "%lld", value);
 }
 
+void json_bool(json_writer *w, const char *key, int value) {
+    member(w, key);
+    fputs(value ? "true" : "false", w->f);
+}
+
 void json_null(json_writer *w, const char *key) {
     member(w, key);
     fputs("null", w->f);

@@ -22,6 +22,7 @@ void json_end_array(json_writer *w);
 void json_string(json_writer *w, const char *key, const char *value);
 void json_number(json_writer *w, const char *key, double value);
 void json_integer(json_writer *w, const char *key, long long value);
+void json_bool(json_writer *w, const char *key, int value);
 void json_null(json_writer *w, const char *key);
 
 #endif

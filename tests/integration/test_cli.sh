@@ -116,6 +116,18 @@ assert all(v["merge_redos_per_step"] == 0 for v in json.load(open(sys.argv[1]))[
 assert all(v["skipped_gflop_per_step"] == 0 for v in json.load(open(sys.argv[1]))["variants"])
 PY
 
+# The config's own mode is timed with its whole precision policy (here stochastic rounding
+# without master weights), any other mode of --modes with that mode's defaults.
+expect 0 "GFLOP" -- "$MPX" bench "$tmp/ok.cfg" precision.mode=fp16 precision.rounding=stochastic \
+  precision.master_weights=false --steps 1 --warmup 0 --modes fp16,bf16 --json "$tmp/policy.json"
+checks=$((checks + 1))
+python3 - "$tmp/policy.json" <<'PY' || { fails=$((fails + 1)); echo "FAIL: bench variants' precision policy"; }
+import json, sys
+v = {r["name"]: r for r in json.load(open(sys.argv[1]))["variants"]}
+assert (v["fp16"]["rounding"], v["fp16"]["master_weights"]) == ("stochastic", False), v["fp16"]
+assert (v["bf16"]["rounding"], v["bf16"]["master_weights"]) == ("rne", True), v["bf16"]
+PY
+
 # Bench JSON stays JSON whatever the config's name holds (quotes, backslashes, tabs).
 cp "$tmp/ok.cfg" "$tmp/we\"ird\\	name.cfg"
 expect 0 "GFLOP" -- "$MPX" bench "$tmp/we\"ird\\	name.cfg" --steps 1 --warmup 0 --modes fp32 --json="$tmp/weird.json"

@@ -150,6 +150,8 @@ enum { MPX_BENCH_MAX_RANKS = 16 };
 
 typedef struct {
     char name[16], mode[8];
+    char rounding[12];       /* the variant's storage rounding: "rne" or "stochastic" */
+    int master_weights;      /* 1: FP32 master weights (or an FP32 mode); 0: pure low precision */
     double median_s, min_s, max_s, samples_per_s, gflops, ratio_ref, arena_bytes;
     double waits_per_step;   /* the host's waits for the backend per measured step (backend.h) */
     double redos_per_step;   /* backward passes run again after a speculative adaptive merge
