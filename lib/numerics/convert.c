@@ -70,11 +70,19 @@ mpx_decode16_fn mpx_k_decoder16(mpx_dtype t, mpx_impl impl) {
     return impl == MPX_IMPL_AVX512 ? mpx_k_decode_bf16_avx512 : mpx_k_decode_bf16_c;
 }
 
+/* The stochastic-rounding loops' AVX2 tier: the F16C tier, whose CPUs have AVX2. */
+static int sr_avx2(mpx_impl impl) { return impl == MPX_IMPL_F16C && mpx_cpu()->avx2; }
+
+const char *mpx_stochastic_impl(void) {
+    const mpx_impl impl = mpx_impl_current();
+    return impl == MPX_IMPL_AVX512 ? "avx512" : sr_avx2(impl) ? "avx2" : "c";
+}
+
 void mpx_k_sr16(mpx_impl impl, mpx_dtype fmt, const float *src, float scale, const uint32_t *rnd,
                 uint16_t *dst, size_t n) {
     if (impl == MPX_IMPL_AVX512)
         mpx_k_sr16_avx512(fmt, src, scale, rnd, dst, n);
-    else if (impl == MPX_IMPL_F16C && mpx_cpu()->avx2)
+    else if (sr_avx2(impl))
         mpx_k_sr16_avx2(fmt, src, scale, rnd, dst, n);
     else
         mpx_k_sr16_c(fmt, src, scale, rnd, dst, n);
@@ -84,7 +92,7 @@ void mpx_k_rand(mpx_impl impl, uint64_t seed, uint64_t stream, uint64_t counter,
                 size_t n) {
     if (impl == MPX_IMPL_AVX512)
         mpx_k_rand_avx512(seed, stream, counter, out, n);
-    else if (impl == MPX_IMPL_F16C && mpx_cpu()->avx2)
+    else if (sr_avx2(impl))
         mpx_k_rand_avx2(seed, stream, counter, out, n);
     else
         mpx_k_rand_c(seed, stream, counter, out, n);

@@ -61,6 +61,9 @@ void mpx_encode16_block(mpx_dtype t, const float *src, uint16_t *dst, size_t n);
 void mpx_decode16_block(mpx_dtype t, const uint16_t *src, float *dst, size_t n);
 /* Which implementation mpx_encode/mpx_decode use for F16 on this CPU: "avx512", "f16c", "c". */
 const char *mpx_convert_impl(void);
+/* Which loops stochastic rounding (its Philox words and the F16/BF16 cast) uses on this CPU:
+ * "avx512", "avx2" (the f16c tier), "c". */
+const char *mpx_stochastic_impl(void);
 /* Force the portable C path (tests compare it against the vector path). 0 restores auto. */
 void mpx_convert_force_portable(int on);
 /* Cap the implementation used by encode/decode/cast at "avx512", "f16c" or "c" (tests and
