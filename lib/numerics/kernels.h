@@ -80,6 +80,12 @@ void mpx_k_count16_avx512(mpx_dtype fmt, const float *src, float scale, const ui
 void mpx_k_rand_c(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out, size_t n);
 void mpx_k_rand_avx512(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out, size_t n);
 void mpx_k_rand_avx2(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out, size_t n);
+/* The same from a vector Philox f that writes the 4 words of each of `blocks` consecutive
+ * blocks from `block` on: f for the aligned middle, mpx_k_rand_c for the head and tail. */
+typedef void (*mpx_philox_blocks_fn)(uint64_t seed, uint64_t stream, uint64_t block,
+                                     uint32_t *out);
+void mpx_k_rand_blocks(mpx_philox_blocks_fn f, size_t blocks, uint64_t seed, uint64_t stream,
+                       uint64_t counter, uint32_t *out, size_t n);
 /* The best of them under `impl`. */
 void mpx_k_rand(mpx_impl impl, uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out,
                 size_t n);

@@ -205,14 +205,6 @@ MPX_AVX2 static void philox8(uint64_t seed, uint64_t stream, uint64_t block, uin
     _mm256_storeu_si256((__m256i *)(out + 24), _mm256_permute2x128_si256(u2, u3, 0x31));
 }
 
-MPX_AVX2 void mpx_k_rand_avx2(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out,
-                              size_t n) {
-    /* Unaligned head (counter not a multiple of 4) and short tail go word by word. */
-    size_t head = (size_t)((4 - (counter & 3)) & 3);
-    if (head > n) head = n;
-    mpx_k_rand_c(seed, stream, counter, out, head);
-    size_t j = head;
-    counter += head;
-    for (; j + 32 <= n; j += 32, counter += 32) philox8(seed, stream, counter >> 2, out + j);
-    mpx_k_rand_c(seed, stream, counter, out + j, n - j);
+void mpx_k_rand_avx2(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out, size_t n) {
+    mpx_k_rand_blocks(philox8, 8, seed, stream, counter, out, n);
 }

@@ -236,14 +236,7 @@ MPX_AVX512 static void philox16(uint64_t seed, uint64_t stream, uint64_t block, 
     _mm512_storeu_si512((void *)(out + 48), _mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-MPX_AVX512 void mpx_k_rand_avx512(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out,
-                                  size_t n) {
-    /* Unaligned head (counter not a multiple of 4) and short tail go word by word. */
-    size_t head = (size_t)((4 - (counter & 3)) & 3);
-    if (head > n) head = n;
-    mpx_k_rand_c(seed, stream, counter, out, head);
-    size_t j = head;
-    counter += head;
-    for (; j + 64 <= n; j += 64, counter += 64) philox16(seed, stream, counter >> 2, out + j);
-    mpx_k_rand_c(seed, stream, counter, out + j, n - j);
+void mpx_k_rand_avx512(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *out,
+                       size_t n) {
+    mpx_k_rand_blocks(philox16, 16, seed, stream, counter, out, n);
 }

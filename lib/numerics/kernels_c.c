@@ -87,6 +87,19 @@ void mpx_k_rand_c(uint64_t seed, uint64_t stream, uint64_t counter, uint32_t *ou
     }
 }
 
+void mpx_k_rand_blocks(mpx_philox_blocks_fn f, size_t blocks, uint64_t seed, uint64_t stream,
+                       uint64_t counter, uint32_t *out, size_t n) {
+    /* Unaligned head (counter not a multiple of 4) and short tail go word by word. */
+    size_t head = (size_t)((4 - (counter & 3)) & 3);
+    if (head > n) head = n;
+    mpx_k_rand_c(seed, stream, counter, out, head);
+    size_t j = head;
+    counter += head;
+    for (; j + 4 * blocks <= n; j += 4 * blocks, counter += 4 * blocks)
+        f(seed, stream, counter >> 2, out + j);
+    mpx_k_rand_c(seed, stream, counter, out + j, n - j);
+}
+
 /* The bits of |v|: sign cleared. */
 static inline uint32_t abs_bits(float v) {
     uint32_t u;
