@@ -1,10 +1,10 @@
 /* kernels.h — inner loops behind mpx_encode / mpx_decode / mpx_cast (private to lib/numerics).
  *
  * Each loop exists as portable C (kernels_c.c) and, where it pays, as AVX-512 (kernels_avx512.c),
- * AVX2 (kernels_avx2.c) and F16C (kernels_f16c.c) versions compiled with target attributes, so the library builds
- * without -march flags and picks the best version at run time from mpx_cpu(). Every version
- * produces the same bits and the same counts as the portable one (tests/unit/test_f16.c,
- * test_bf16.c, test_cast_stats.c, test_cast_stochastic.c compare them).
+ * AVX2 (kernels_avx2.c) and F16C (kernels_f16c.c) versions compiled with target attributes, so
+ * the library builds without -march flags and picks the best version at run time from mpx_cpu().
+ * Every version produces the same bits and the same counts as the portable one
+ * (tests/unit/test_f16.c, test_bf16.c, test_cast_stats.c, test_cast_stochastic.c compare them).
  * Loops here are single-threaded over one contiguous range; the callers split work across
  * threads.
  */
