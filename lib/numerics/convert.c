@@ -58,7 +58,9 @@ mpx_encode16_fn mpx_k_encoder16(mpx_dtype t, mpx_impl impl) {
         if (impl == MPX_IMPL_F16C) return mpx_k_encode_f16_f16c;
         return mpx_k_encode_f16_c;
     }
-    return impl == MPX_IMPL_AVX512 ? mpx_k_encode_bf16_avx512 : mpx_k_encode_bf16_c;
+    if (impl == MPX_IMPL_AVX512) return mpx_k_encode_bf16_avx512;
+    if (impl == MPX_IMPL_F16C) return mpx_k_encode_bf16_avx2;
+    return mpx_k_encode_bf16_c;
 }
 
 mpx_decode16_fn mpx_k_decoder16(mpx_dtype t, mpx_impl impl) {
@@ -67,7 +69,9 @@ mpx_decode16_fn mpx_k_decoder16(mpx_dtype t, mpx_impl impl) {
         if (impl == MPX_IMPL_F16C) return mpx_k_decode_f16_f16c;
         return mpx_k_decode_f16_c;
     }
-    return impl == MPX_IMPL_AVX512 ? mpx_k_decode_bf16_avx512 : mpx_k_decode_bf16_c;
+    if (impl == MPX_IMPL_AVX512) return mpx_k_decode_bf16_avx512;
+    if (impl == MPX_IMPL_F16C) return mpx_k_decode_bf16_avx2;
+    return mpx_k_decode_bf16_c;
 }
 
 /* The stochastic-rounding loops' AVX2 tier: the F16C tier, whose CPUs have AVX2. */

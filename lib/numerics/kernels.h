@@ -16,6 +16,8 @@
 
 #include "mpx/numerics.h"
 
+/* The tiers: portable C; F16C + AVX2 (kernels_f16c.c for FP16, kernels_avx2.c for BF16 and
+ * stochastic rounding); AVX-512F/BW + F16C. */
 typedef enum { MPX_IMPL_C = 0, MPX_IMPL_F16C, MPX_IMPL_AVX512 } mpx_impl;
 
 /* The implementation to use now: the best the CPU has, or C when forced portable. */
@@ -40,6 +42,9 @@ void mpx_k_decode_bf16_c(const uint16_t *src, float *dst, size_t n);
 
 void mpx_k_encode_f16_f16c(const float *src, float scale, uint16_t *dst, size_t n);
 void mpx_k_decode_f16_f16c(const uint16_t *src, float *dst, size_t n);
+
+void mpx_k_encode_bf16_avx2(const float *src, float scale, uint16_t *dst, size_t n);
+void mpx_k_decode_bf16_avx2(const uint16_t *src, float *dst, size_t n);
 
 void mpx_k_encode_f16_avx512(const float *src, float scale, uint16_t *dst, size_t n);
 void mpx_k_decode_f16_avx512(const uint16_t *src, float *dst, size_t n);

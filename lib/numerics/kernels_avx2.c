@@ -9,8 +9,8 @@
  * i % 8 as in the portable loop, and min/max_ps(v, m) is exactly `v < m ? v : m`, so the bits
  * match. Compiled with a target attribute; only called when mpx_cpu() reports avx2. The sum
  * is one multiply and one add per element, as in the portable loop, so the bits are the same.
- * The stochastic-rounding cast and its Philox words are here too: on a CPU without AVX-512 their
- * portable loops were most of a stochastically rounded training step.
+ * The BF16 conversions, the stochastic-rounding cast and its Philox words are here too: on a CPU
+ * without AVX-512 their portable loops were most of a BF16 or a stochastically rounded step.
  */
 #include <immintrin.h>
 
@@ -100,6 +100,54 @@ MPX_AVX2 void mpx_k_lane_sqdev_avx2(const float *x, size_t n, double mean, doubl
     mpx_k_lane_sqdev_c(x + i, n - i, mean, q);
 }
 
+/* BF16 round to nearest even on the integers, as in kernels_avx512.c: (u + 0x7fff + lsb) >> 16,
+ * NaN -> (u >> 16) | quiet bit. 8 values to 8 codes in 32-bit lanes; |u| < 2^31, so the signed
+ * compare finds the NaNs. */
+MPX_AVX2 static inline __m256i bf16_rne(__m256 x) {
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+    r = _mm256_srli_epi32(r, 16);
+    __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
+    __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    return _mm256_blendv_epi8(r, qnan, nan);
+}
+
+/* Two registers of codes (each at most 0xffff) to 16 uint16 in element order: the
+ * unsigned-saturating pack keeps them but packs within 128-bit halves; the permute puts the four
+ * quarters back in order. */
+MPX_AVX2 static inline __m256i pack_codes(__m256i q0, __m256i q1) {
+    return _mm256_permute4x64_epi64(_mm256_packus_epi32(q0, q1), _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+MPX_AVX2 void mpx_k_encode_bf16_avx2(const float *src, float scale, uint16_t *dst, size_t n) {
+    const __m256 s = _mm256_set1_ps(scale);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i q0 = bf16_rne(_mm256_mul_ps(_mm256_loadu_ps(src + i), s));
+        __m256i q1 = bf16_rne(_mm256_mul_ps(_mm256_loadu_ps(src + i + 8), s));
+        _mm256_storeu_si256((__m256i *)(dst + i), pack_codes(q0, q1));
+    }
+    mpx_k_encode_bf16_c(src + i, scale, dst + i, n - i);
+}
+
+/* A BF16 code is the high half of its FP32 value; a NaN gets the quiet bit, as in the scalar
+ * decode. */
+MPX_AVX2 void mpx_k_decode_bf16_avx2(const uint16_t *src, float *dst, size_t n) {
+    const __m256i expmask = _mm256_set1_epi32(0x7f800000), quiet = _mm256_set1_epi32(0x00400000);
+    const __m256i mag = _mm256_set1_epi32(0x7fffffff);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
+        u = _mm256_slli_epi32(u, 16);
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, mag), expmask);
+        u = _mm256_or_si256(u, _mm256_and_si256(nan, quiet));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(u));
+    }
+    mpx_k_decode_bf16_c(src + i, dst + i, n - i);
+}
+
 /* Stochastic rounding, the rule of mpx_fp_round_mag in vector form (as in kernels_avx512.c, with
  * compares and blends for the masks). The discarded fraction as a 32-bit fixed-point number is
  * v << (32 - shift) | v >> (shift - 32): vpsllvd / vpsrlvd give 0 for counts >= 32 and read a
@@ -153,10 +201,7 @@ MPX_AVX2 void mpx_k_sr16_avx2(mpx_dtype fmt, const float *src, float scale, cons
         __m256i u1 = _mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(src + i + 8), s));
         __m256i q0 = sr16_code(u0, _mm256_loadu_si256((const __m256i *)(rnd + i)), f16);
         __m256i q1 = sr16_code(u1, _mm256_loadu_si256((const __m256i *)(rnd + i + 8)), f16);
-        /* Codes are at most 0xffff: the unsigned-saturating pack keeps them; it packs within
-         * 128-bit halves, and the permute puts the four quarters back in element order. */
-        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(q0, q1), _MM_SHUFFLE(3, 1, 2, 0));
-        _mm256_storeu_si256((__m256i *)(dst + i), p);
+        _mm256_storeu_si256((__m256i *)(dst + i), pack_codes(q0, q1));
     }
     mpx_k_sr16_c(fmt, src + i, scale, rnd + i, dst + i, n - i);
 }
