@@ -31,8 +31,11 @@ static void build_info(void) {
     }
     printf("threads:       %d (of %d cores)\n", mpx_threads_get(), omp_get_num_procs());
     printf("cpu features:  %s\n", mpx_cpu_features_str());
-    const char *conv = mpx_convert_impl();
-    printf("convert:       %s\n", strcmp(conv, "f16c") == 0 ? "f16c (bf16: avx2)" : conv);
+    const char *conv = mpx_convert_impl(), *conv_bf16 = mpx_convert_impl_bf16();
+    if (strcmp(conv, conv_bf16) == 0)
+        printf("convert:       %s\n", conv);
+    else
+        printf("convert:       %s (bf16: %s)\n", conv, conv_bf16);
     printf("sr rounding:   %s\n", mpx_stochastic_impl());
     printf("blas:          %s\n", mpx_blas_info());
     if (mpx_blas_warning()) printf("warning:       %s\n", mpx_blas_warning());

@@ -52,6 +52,14 @@ const char *mpx_convert_impl(void) {
     }
 }
 
+const char *mpx_convert_impl_bf16(void) {
+    switch (mpx_impl_current()) {
+    case MPX_IMPL_AVX512: return "avx512";
+    case MPX_IMPL_F16C: return "avx2";
+    default: return "c";
+    }
+}
+
 mpx_encode16_fn mpx_k_encoder16(mpx_dtype t, mpx_impl impl) {
     if (t == MPX_F16) {
         if (impl == MPX_IMPL_AVX512) return mpx_k_encode_f16_avx512;

@@ -97,12 +97,16 @@ static void test_bulk(void) {
         x[i] = ref_bits_f(w[0] & 1 ? w[1] : (w[1] & 0xffff0000u) | 0x8000u);
         pat[i] = (uint16_t)(i * 40503u);
     }
-    const char *impls[] = {"c", "f16c", "avx512"}; /* the f16c tier's BF16 loops are AVX2 */
+    const char *impls[] = {"c", "f16c", "avx512"};
+    const char *bf16_loops[] = {"c", "avx2", "avx512"}; /* F16C has no BF16: its tier's are AVX2 */
     for (int k = 0; k < 3; k++) {
         if (!mpx_convert_limit(impls[k])) {
             printf("  %s: not available on this CPU, skipped\n", impls[k]);
             continue;
         }
+        CHECK(strcmp(mpx_convert_impl_bf16(), bf16_loops[k]) == 0,
+              "tier %s: BF16 loops named %s, expected %s", impls[k], mpx_convert_impl_bf16(),
+              bf16_loops[k]);
         mpx_encode(MPX_BF16, x, h, n);
         long bad = 0;
         for (size_t i = 0; i < n; i++) bad += h[i] != mpx_f32_to_bf16(x[i]);
@@ -114,7 +118,8 @@ static void test_bulk(void) {
             bad += ref_f_bits(back[i]) != ref_f_bits(mpx_bf16_to_f32(pat[i]));
         CHECK(bad == 0, "%s decode: %ld of %zu differ from the scalar conversion", impls[k], bad,
               n);
-        printf("  %s: encode and decode match the scalar conversion\n", impls[k]);
+        printf("  %s (bf16 loops: %s): encode and decode match the scalar conversion\n", impls[k],
+               bf16_loops[k]);
     }
     mpx_convert_limit(NULL);
     free(x);

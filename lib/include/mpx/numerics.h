@@ -61,6 +61,8 @@ void mpx_encode16_block(mpx_dtype t, const float *src, uint16_t *dst, size_t n);
 void mpx_decode16_block(mpx_dtype t, const uint16_t *src, float *dst, size_t n);
 /* Which implementation mpx_encode/mpx_decode use for F16 on this CPU: "avx512", "f16c", "c". */
 const char *mpx_convert_impl(void);
+/* Which loops they use for BF16: "avx512", "avx2" (the f16c tier: F16C has no BF16), "c". */
+const char *mpx_convert_impl_bf16(void);
 /* Which loops stochastic rounding (its Philox words and the F16/BF16 cast) uses on this CPU:
  * "avx512", "avx2" (the f16c tier), "c". */
 const char *mpx_stochastic_impl(void);
