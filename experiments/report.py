@@ -379,8 +379,11 @@ def evaluate(c, methods, layers, od):
     m = margin_of(c["margin"], sd)
     ours = f"{fmt(a)} vs {b.name} {fmt(b)}"
     better, worse = (a, b) if d >= 0 else (b, a)
-    spread = (f"{better.name} better than {worse.name} by {abs(d):.3g} ({key}, "
-              f"{'higher' if higher else 'lower'} is better), margin {m:.3g}")
+    if d == 0:
+        spread = f"{a.name} and {b.name} equal in mean {key}, margin {m:.3g}"
+    else:
+        spread = (f"{better.name} better than {worse.name} by {abs(d):.3g} ({key}, "
+                  f"{'higher' if higher else 'lower'} is better), margin {m:.3g}")
     if kind == "same":
         return ("holds" if abs(d) <= m else "fails"), ours, spread
     if kind == "not_worse":
