@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_experiment_smoke.sh — `make experiment-{resnet50,bert,ssd} SCALE=smoke` end to end
 # (DESIGN.md §10 rung 7, the CI path): every method's run file, the run summaries, the TSV
-# exports, the seven figures (PNG and SVG), the adaptive-scaling overhead, the results table
+# exports, the figures (PNG and SVG), the adaptive-scaling overhead, the results table
 # with its claims section, all under the run files' folder (a temporary RESULTS): a scale
 # without a committed reference writes into results/MODEL/SCALE/report/, and the committed
 # references (results/reference/, plots/figures/) stay byte for byte as they were. A model
@@ -46,10 +46,10 @@ for model in resnet50 bert ssd; do
     check "[ -f \"$RESULTS/$model/smoke/$m-s0.h5.done\" ]" "$model: no finished run for $m"
     check "[ \$(\"$MPX\" export \"$RESULTS/$model/smoke/$m-s0.h5\" eval | tail -n +2 | wc -l) -ge 1 ]" "$model $m: no evaluation rows"
   done
-  for f in 1_act_grad_hist 2_weight_grad_hist 3_underflow 4_adaptive_scale 5_loss_metric 6_dynamic_scale 7_lost_updates; do
+  for f in 1_act_grad_hist 2_weight_grad_hist 3_underflow 4_adaptive_scale 5_loss_metric 6_dynamic_scale 7_lost_updates 8_whatif; do
     for ext in png svg; do check "[ -s \"$FIGDIR/$f.$ext\" ]" "$model: missing figure $f.$ext"; done
   done
-  check "[ -s \"$TSVDIR/act_grad_hist.tsv\" ] && [ -s \"$TSVDIR/underflow_rate_fp16_none.tsv\" ]" "$model: missing TSV exports"
+  check "[ -s \"$TSVDIR/fp32/act_grad_hist.tsv\" ] && [ -s \"$TSVDIR/fp16_none/underflow_rate.tsv\" ]" "$model: missing TSV exports"
   check "grep -q '^| fp16_adaptive | fp16 | adaptive | 1 |' \"$report/table.md\"" "$model: table lacks the adaptive row"
   check "[ \$(wc -l < \"$report/table.csv\") -eq $((${#methods[@]} + 1)) ]" "$model: csv should have a header and ${#methods[@]} methods"
   check "[ \$(wc -l < \"$report/runs.tsv\") -eq $((${#methods[@]} + 1)) ]" "$model: runs.tsv should have a header and a row per method"
@@ -76,6 +76,25 @@ for model in resnet50 bert ssd; do
     METHODS="fp32 nosuch" bash "$root/experiments/run_experiment.sh" $model smoke 1 > "$tmp/$model.log4" 2>&1
     rc=$?
     check "[ $rc -eq 2 ] && grep -q \"METHODS: 'nosuch'\" \"$tmp/$model.log4\"" "$model: unknown METHODS entry gave exit $rc"
+    # Figure data: drawn from the run files, the reduced TSVs are kept in FIGDATA; with the run
+    # files gone the figures come out the same from them, and the per-layer figure takes a
+    # method without figure data (fp16_none here) from layers.tsv's seed-0 rows.
+    fd=$tmp/figdata
+    FIGDATA=$fd FIGDIR=$tmp/fig_runs TSVDIR=$tmp/tsv_runs bash "$root/plots/figures.sh" $model smoke \
+      > "$tmp/figures1.log" 2>&1
+    check "[ -s \"$fd/fp16_adaptive/scale.tsv\" ] && [ -s \"$fd/fp32/act_grad_hist.tsv\" ] && [ -s \"$fd/fp16_dynamic/dynamic.tsv\" ]" \
+      "$model: figure data not saved: $(tail -3 "$tmp/figures1.log")"
+    mkdir -p "$tmp/away"
+    mv "$RESULTS/$model/smoke/"*-s0.h5.done "$tmp/away/"
+    rm -rf "$fd/fp16_none"
+    FIGDATA=$fd FIGDIR=$tmp/fig_saved TSVDIR=$tmp/tsv_saved bash "$root/plots/figures.sh" $model smoke \
+      > "$tmp/figures2.log" 2>&1
+    for f in 1_act_grad_hist 3_underflow 4_adaptive_scale 6_dynamic_scale 7_lost_updates; do
+      check "cmp -s \"$tmp/fig_runs/$f.svg\" \"$tmp/fig_saved/$f.svg\"" "$model: figure $f from the figure data differs from the one from the run files"
+    done
+    check "grep -q 'fp16_none in the per-layer figure only' \"$tmp/figures2.log\" && [ -s \"$tmp/fig_saved/5_loss_metric.svg\" ]" \
+      "$model: fp16_none not taken from layers.tsv: $(tail -3 "$tmp/figures2.log")"
+    mv "$tmp/away/"*.done "$RESULTS/$model/smoke/"
   fi
   if [ "$model" != ssd ]; then
     # The formats experiment (make experiment-formats, one model at a time here): the methods
@@ -87,6 +106,7 @@ for model in resnet50 bert ssd; do
     for m in $(grep -v '^\s*\(#\|$\)' "$root/experiments/configs/$model/formats.list"); do
       check "[ -f \"$RESULTS/$model/smoke/$m-s0.h5.done\" ] && grep -q '^| $m | ' \"$report/table.md\"" "$model: formats method $m has no run or no table row"
     done
+    check "[ -s \"$FIGDIR/9_fp8_scale.svg\" ]" "$model: no figure of the FP8 delayed scales"
     for c in FIXED16-RNE FIXED16-SR FP8-HYBRID MXFP8; do
       check "grep -q ',$c,' \"$report/claims.csv\"" "$model: claim $c not evaluated"
     done

@@ -97,6 +97,9 @@ check "[ $? -eq 0 ]" "log.whatif run failed"
 "$MPX" export "$tmp/whatif.h5" underflow | awk -F'\t' 'NR > 1 { print $1, $2, $5, $6 }' > "$tmp/uf.txt"
 check "[ -s \"$tmp/wi.txt\" ] && cmp -s \"$tmp/wi.txt\" \"$tmp/uf.txt\"" "what-if fp16 counts differ from the run's own: $(diff "$tmp/wi.txt" "$tmp/uf.txt" | head -3)"
 check "[ \$(\"$MPX\" export \"$tmp/whatif.h5\" whatif | tail -n +2 | wc -l) -eq \$((8 * \$(wc -l < \"$tmp/uf.txt\"))) ]" "what-if: not eight recipes per layer and step"
+"$MPX" export "$tmp/whatif.h5" train | cut -f1-5 > "$tmp/wi_train.tsv"
+"$MPX" export "$tmp/fp16-none.h5" train | cut -f1-5 > "$tmp/plain_train.tsv"
+check "[ -s \"$tmp/wi_train.tsv\" ] && cmp -s \"$tmp/wi_train.tsv\" \"$tmp/plain_train.tsv\"" "what-if statistics changed training (losses, scales or skips differ from the run without them)"
 check "! \"$MPX\" train \"$tmp/base.cfg\" log.whatif=fp12 --out \"$tmp/bad.h5\" 2>&1 | grep -qv 'log.whatif'" "an unknown what-if recipe is not refused by name"
 
 # Resume: 3 steps, then resume to 6, equals 6 uninterrupted (losses, and the final evaluation).
