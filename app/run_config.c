@@ -18,21 +18,21 @@ const mpx_cfg_key mpx_run_schema[] = {
     /* [model] */
     {"model", "arch", MPX_CFG_ENUM, "resnet50",
      "resnet18|resnet34|resnet50|resnet101|resnet20|resnet56|resnet110|bert_tiny|bert_mini|"
-     "bert_small|bert_base|ssd",
-     NR, "network architecture (resnet*: classification, bert_*: masked LM, ssd: detection)"},
+     "bert_small|bert_base|ssd|vgg",
+     NR, "network architecture (resnet*, vgg: classification, bert_*: masked LM, ssd: detection)"},
     {"model", "trunk", MPX_CFG_ENUM, "resnet18", "resnet18|resnet34|resnet50|vgg", NR,
      "ssd: the feature extractor"},
     {"model", "dropout", MPX_CFG_FLOAT, "0.1", NULL, 0, 0.9, "bert: hidden and attention dropout"},
     {"model", "stem", MPX_CFG_ENUM, "auto", "auto|imagenet|cifar", NR,
      "auto: the architecture's own; imagenet: 7x7/2 + max-pool; cifar: 3x3/1"},
     {"model", "width", MPX_CFG_FLOAT, "1.0", NULL, 0.01, 16,
-     "width multiplier of every stage (resnet, ssd trunk)"},
+     "width multiplier of every stage (resnet, vgg, ssd trunk)"},
     {"model", "num_classes", MPX_CFG_INT, "0", NULL, 0, 100000, "0: from the dataset"},
     {"model", "zero_init_residual", MPX_CFG_BOOL, "false", NULL, NR,
      "start each block's last batch-norm gamma at 0"},
     {"model", "batchnorm", MPX_CFG_BOOL, "true", NULL, NR,
-     "ssd: batch-norm after every conv of the vgg trunk and the extra layers (false: conv with "
-     "bias + ReLU, as the papers' VGG-16 SSDs)"},
+     "vgg, ssd: batch-norm after every conv of the vgg trunk and the extra layers (false: conv "
+     "with bias + ReLU, as the papers' VGG-16 SSDs)"},
     {"model", "l2norm", MPX_CFG_BOOL, "false", NULL, NR,
      "ssd: L2-normalise the first feature map for its heads, learned scale from 20 (SSD's conv4_3)"},
     {"model", "bn_eps", MPX_CFG_FLOAT, "1e-5", NULL, 1e-12, 1, "batch-norm epsilon"},
@@ -93,6 +93,9 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"train", "eval_every", MPX_CFG_INT, "0", NULL, 0, 1e12, "evaluate every N steps; 0: at the end"},
     {"train", "eval_batches", MPX_CFG_INT, "0", NULL, 0, 1e12, "batches per evaluation; 0: all"},
     {"train", "checkpoint_every", MPX_CFG_INT, "0", NULL, 0, 1e12, "checkpoint every N steps; 0: off"},
+    {"train", "init_from", MPX_CFG_STRING, "", NULL, NR,
+     "start from another run's checkpoint: its weights whose names this model has (a pretrained "
+     "trunk); the rest initialised as usual; ignored on --resume"},
     {"train", "inject_nonfinite", MPX_CFG_STRING, "", NULL, NR,
      "testing hook: at these steps (e.g. 5,6,7) the backward runs with the loss scale times 2^100, "
      "a loss spike that overflows every FP16 gradient (BF16 and FP32 have the range to absorb it)"},
@@ -297,6 +300,9 @@ static mpx_status model_from(mpx_config *cfg, mpx_run_cfg *rc) {
             return contradiction(cfg, "model.batchnorm",
                                  "false needs model.trunk = vgg (the resnet trunks have batch-norm)");
         m->ssd.bn_momentum = bn_mom;
+    } else if (strcmp(m->arch, "vgg") == 0) {
+        m->task = MPX_TASK_CLASSIFY;
+        m->vgg = (mpx_vgg_cfg){wmult, mpx_cfg_bool(cfg, "model.batchnorm"), bn_eps, bn_mom, classes};
     } else {
         m->task = MPX_TASK_CLASSIFY;
         if (mpx_resnet_preset(m->arch, &m->resnet) < 0)
@@ -386,6 +392,9 @@ static mpx_status train_from(mpx_config *cfg, mpx_run_cfg *rc) {
     t->eval_every = mpx_cfg_int(cfg, "train.eval_every");
     t->eval_batches = mpx_cfg_int(cfg, "train.eval_batches");
     t->checkpoint_every = mpx_cfg_int(cfg, "train.checkpoint_every");
+    if (strlen(mpx_cfg_str(cfg, "train.init_from")) >= sizeof t->init_from)
+        return contradiction(cfg, "train.init_from", "path too long");
+    copy_str(t->init_from, sizeof t->init_from, mpx_cfg_str(cfg, "train.init_from"));
     t->max_nonfinite = (int)mpx_cfg_int(cfg, "train.max_nonfinite");
     t->inject_rank = (int)mpx_cfg_int(cfg, "train.inject_rank");
     t->ranks = 1;

@@ -124,15 +124,23 @@ static mpx_status make_loader(run_task *t, int train, mpx_loader_pos start, mpx_
 
 static mpx_status cls_build(run_task *t, mpx_graph *g) {
     classify *d = t->impl;
+    const int vgg = strcmp(t->rc->model.arch, "vgg") == 0;
     mpx_resnet_cfg rn = t->rc->model.resnet;
-    if (rn.num_classes == 0) rn.num_classes = d->num_classes;
-    if (rn.num_classes < d->num_classes)
-        return mpx_fail(MPX_ERR_INPUT, "model.num_classes = %d but %s has %d classes",
-                        rn.num_classes, t->dataset, d->num_classes);
-    MPX_TRY(mpx_resnet_build(g, &rn, task_batch(t), d->h, d->w, d->c, &d->image, &d->labels,
-                             &d->logits));
+    mpx_vgg_cfg vc = t->rc->model.vgg;
+    int classes = vgg ? vc.num_classes : rn.num_classes;
+    if (classes == 0) classes = d->num_classes;
+    if (classes < d->num_classes)
+        return mpx_fail(MPX_ERR_INPUT, "model.num_classes = %d but %s has %d classes", classes,
+                        t->dataset, d->num_classes);
+    rn.num_classes = vc.num_classes = classes;
+    if (vgg)
+        MPX_TRY(mpx_vgg_build(g, &vc, task_batch(t), d->h, d->w, d->c, &d->image, &d->labels,
+                              &d->logits));
+    else
+        MPX_TRY(mpx_resnet_build(g, &rn, task_batch(t), d->h, d->w, d->c, &d->image, &d->labels,
+                                 &d->logits));
     if (!d->logits_host) {
-        d->logits_host = mpx_calloc((size_t)task_batch(t) * (size_t)rn.num_classes, sizeof(float));
+        d->logits_host = mpx_calloc((size_t)task_batch(t) * (size_t)classes, sizeof(float));
         if (!d->logits_host) return mpx_fail(MPX_ERR_NOMEM, "out of memory");
     }
     return MPX_OK;

@@ -316,6 +316,14 @@ mpx_status mpx_run_train(const mpx_run_cfg *rc, const mpx_train_opts *o, mpx_tra
             st = mpx_fail(MPX_ERR_INPUT, "checkpoint '%s' is at step %lld; train.steps is %lld",
                           o->resume, (long long)start, (long long)rc->train.steps);
     }
+    if (st == MPX_OK && !o->resume && rc->train.init_from[0]) {
+        int np = 0, nb = 0;
+        st = mpx_checkpoint_load_weights(rc->train.init_from, t.g, &np, &nb);
+        if (st == MPX_OK) st = mpx_graph_sync_weights(t.g, 0);
+        if (st == MPX_OK && rc->train.rank == 0)
+            fprintf(stderr, "init_from: %d of %d parameters and %d of %d buffers from '%s'\n", np,
+                    mpx_graph_n_params(t.g), nb, mpx_graph_n_buffers(t.g), rc->train.init_from);
+    }
     res->start_step = start;
     if (st == MPX_OK) st = alloc_stats(&t);
     if (st == MPX_OK && rc->train.rank == 0) st = open_log(&t, o->resume ? start : -1);

@@ -35,43 +35,9 @@ void mpx_ssd_defaults(mpx_ssd_cfg *c) {
     c->batchnorm = 1;
 }
 
-/* conv + batch-norm + ReLU, or conv with bias + ReLU without batch-norm (cfg.batchnorm 0). */
-static int conv_bn_relu(mpx_graph *g, const mpx_ssd_cfg *c, const char *name, int x, int k,
-                        int ksize, int stride) {
-    char n[MPX_NAME_MAX];
-    snprintf(n, sizeof n, "%s.conv", name);
-    x = mpx_g_conv2d(g, n, x, k, ksize, ksize, stride, ksize / 2, !c->batchnorm);
-    if (c->batchnorm) {
-        snprintf(n, sizeof n, "%s.bn", name);
-        x = mpx_g_batchnorm(g, n, x, c->bn_eps, c->bn_momentum, 1.0f);
-    }
-    snprintf(n, sizeof n, "%s.relu", name);
-    return mpx_g_relu(g, n, x);
-}
-
-static int width(const mpx_ssd_cfg *c, int base) {
-    int w = (int)(base * c->width_mult + 0.5);
-    return w < 8 ? 8 : w;
-}
-
-/* VGG-style trunk: five blocks of two 3x3 conv + BN (unless cfg.batchnorm is 0) + ReLU,
- * max-pool after each; taps after blocks 3, 4, 5 (strides 8, 16, 32). */
-static mpx_status vgg_trunk(mpx_graph *g, const mpx_ssd_cfg *c, int x, int *taps, int *chans) {
-    static const int widths[5] = {64, 128, 256, 512, 512};
-    for (int b = 0; b < 5; b++) {
-        char n[32];
-        for (int k = 0; k < 2; k++) {
-            snprintf(n, sizeof n, "vgg.block%d.%d", b + 1, k + 1);
-            x = conv_bn_relu(g, c, n, x, width(c, widths[b]), 3, 1);
-        }
-        snprintf(n, sizeof n, "vgg.pool%d", b + 1);
-        x = mpx_g_maxpool2d(g, n, x, 2, 2, 0);
-        if (b >= 2) {
-            taps[b - 2] = x;
-            chans[b - 2] = width(c, widths[b]);
-        }
-    }
-    return mpx_graph_status(g);
+/* The trunk's and the extra layers' convolution rule (cfg.batchnorm), from vgg.c. */
+static mpx_vgg_cfg vgg_of(const mpx_ssd_cfg *c) {
+    return (mpx_vgg_cfg){c->width_mult, c->batchnorm, c->bn_eps, c->bn_momentum, 0};
 }
 
 mpx_status mpx_ssd_build(mpx_graph *g, const mpx_ssd_cfg *c, int batch, int max_boxes, int *image,
@@ -87,8 +53,9 @@ mpx_status mpx_ssd_build(mpx_graph *g, const mpx_ssd_cfg *c, int batch, int max_
     int in_labels = mpx_g_input(g, "gt_labels", MPX_INPUT_I32, 2, ls);
 
     int maps[MAX_MAPS], chans[MAX_MAPS], n_maps = 3;
+    const mpx_vgg_cfg vc = vgg_of(c);
     if (strcmp(c->trunk, "vgg") == 0) {
-        MPX_TRY(vgg_trunk(g, c, x, maps, chans));
+        MPX_TRY(mpx_vgg_trunk(g, &vc, x, maps, chans));
     } else {
         mpx_resnet_cfg rc;
         if (mpx_resnet_preset(c->trunk, &rc) < 0 || rc.n_stages != 4)
@@ -111,11 +78,11 @@ mpx_status mpx_ssd_build(mpx_graph *g, const mpx_ssd_cfg *c, int batch, int max_
     if (c->l2norm) maps[0] = mpx_g_l2norm(g, "l2norm", maps[0], 1e-10f, 20.0f);
     for (int64_t size = shape[1]; size > 1 && n_maps < MAX_MAPS; n_maps++) {
         char n[32];
-        int k = width(c, 256);
+        int k = mpx_vgg_width(&vc, 256);
         snprintf(n, sizeof n, "extra%d.reduce", n_maps - 2);
-        int y = conv_bn_relu(g, c, n, maps[n_maps - 1], k / 2, 1, 1);
+        int y = mpx_vgg_conv(g, &vc, n, maps[n_maps - 1], k / 2, 1, 1);
         snprintf(n, sizeof n, "extra%d.down", n_maps - 2);
-        maps[n_maps] = conv_bn_relu(g, c, n, y, k, 3, 2);
+        maps[n_maps] = mpx_vgg_conv(g, &vc, n, y, k, 3, 2);
         chans[n_maps] = k;
         mpx_graph_tensor_shape(g, maps[n_maps], shape);
         size = shape[1];

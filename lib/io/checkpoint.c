@@ -349,6 +349,60 @@ static mpx_status visit_restore(reader *r, uint32_t tag, void *ctx) {
     }
 }
 
+/* Weights by name: a parameter or buffer of the checkpoint goes to the graph's of the same name
+ * (same size, else an error naming both); the others are skipped. */
+typedef struct {
+    mpx_graph *g;
+    float *host;
+    int params, buffers;
+} weights;
+
+static mpx_status visit_weights(reader *r, uint32_t tag, void *ctx) {
+    weights *x = ctx;
+    if (tag != TAG_PARAM && tag != TAG_BUFFER) return MPX_OK;
+    char name[MPX_NAME_MAX + 1];
+    uint64_t n;
+    if (take_str(r, name, sizeof name) || take(r, &n, 8))
+        return corrupt(r->path, "bad parameter record");
+    const int is_param = tag == TAG_PARAM;
+    const int count = is_param ? mpx_graph_n_params(x->g) : mpx_graph_n_buffers(x->g);
+    for (int i = 0; i < count; i++) {
+        const char *have = is_param ? mpx_graph_param(x->g, i)->name : mpx_graph_buffer(x->g, i)->name;
+        if (strcmp(have, name) != 0) continue;
+        int64_t numel = is_param ? mpx_graph_param(x->g, i)->numel : mpx_graph_buffer(x->g, i)->numel;
+        if ((int64_t)n != numel)
+            return mpx_fail(MPX_ERR_INPUT, "checkpoint '%s': '%s' has %llu values, this model's %lld",
+                            r->path, name, (unsigned long long)n, (long long)numel);
+        if (take(r, x->host, (size_t)numel * 4)) return corrupt(r->path, "truncated array");
+        mpx_graph_upload(x->g, is_param ? mpx_graph_param(x->g, i)->master : mpx_graph_buffer(x->g, i)->data,
+                         x->host, (size_t)numel * 4);
+        if (is_param)
+            x->params++;
+        else
+            x->buffers++;
+        return MPX_OK;
+    }
+    return MPX_OK;
+}
+
+mpx_status mpx_checkpoint_load_weights(const char *path, mpx_graph *g, int *params, int *buffers) {
+    unsigned char *data;
+    size_t n;
+    MPX_TRY(load_file(path, &data, &n));
+    weights x = {g, malloc((size_t)largest_array(g) * sizeof(float)), 0, 0};
+    mpx_status st = x.host ? walk(data, n, path, visit_weights, &x)
+                           : mpx_fail(MPX_ERR_NOMEM, "out of memory");
+    if (st == MPX_OK && x.params == 0)
+        st = mpx_fail(MPX_ERR_INPUT, "checkpoint '%s' has no parameter of this model's names", path);
+    free(x.host);
+    free(data);
+    if (st == MPX_OK) {
+        if (params) *params = x.params;
+        if (buffers) *buffers = x.buffers;
+    }
+    return st;
+}
+
 mpx_status mpx_checkpoint_peek(const char *path, char **model, int64_t *step, char **config_text) {
     unsigned char *data;
     size_t n;

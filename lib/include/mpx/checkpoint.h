@@ -41,6 +41,11 @@ mpx_status mpx_checkpoint_write(const char *path, const mpx_checkpoint_state *s)
 /* Restore into s->g (and s->opt, s->scaler when given); the graph must be compiled with the
  * same architecture (parameter names and sizes are checked). */
 mpx_status mpx_checkpoint_read(const char *path, mpx_checkpoint_state *s);
+/* Initialise a compiled graph from another model's checkpoint (a pretrained trunk): every
+ * parameter and buffer whose name the graph has is loaded (a size mismatch is an error), the
+ * rest skipped; *params and *buffers (may be NULL) say how many were loaded. None loaded is
+ * MPX_ERR_INPUT. Optimizer, scaler and step are not touched. */
+mpx_status mpx_checkpoint_load_weights(const char *path, mpx_graph *g, int *params, int *buffers);
 /* Read only the header: model, next step and the stored config (malloc'ed; caller frees). */
 mpx_status mpx_checkpoint_peek(const char *path, char **model, int64_t *step, char **config_text);
 

@@ -46,6 +46,28 @@ mpx_status mpx_resnet_trunk(mpx_graph *g, const mpx_resnet_cfg *cfg, int x, int 
 mpx_status mpx_resnet_build(mpx_graph *g, const mpx_resnet_cfg *cfg, int batch, int h, int w, int c,
                             int *image, int *labels, int *logits);
 
+/* ---- VGG-style trunk: the papers' SSD feature extractor, and a classifier to pretrain it ---- */
+typedef struct {
+    double width_mult;       /* multiplies the widths 64, 128, 256, 512, 512 (at least 8) */
+    int batchnorm;           /* batch-norm after each conv (1), or a conv with bias (0: VGG-16) */
+    float bn_eps, bn_momentum;
+    int num_classes;         /* the classifier's */
+} mpx_vgg_cfg;
+
+/* conv (k filters, ksize x ksize, stride) + batch-norm if cfg.batchnorm + ReLU, named
+ * NAME.conv, NAME.bn, NAME.relu; returns the ReLU's tensor. */
+int mpx_vgg_conv(mpx_graph *g, const mpx_vgg_cfg *cfg, const char *name, int x, int k, int ksize,
+                 int stride);
+/* base * width_mult, rounded, at least 8. */
+int mpx_vgg_width(const mpx_vgg_cfg *cfg, int base);
+/* Five blocks of two 3x3 convs (vgg.block<b>.<k>), a 2x2 max-pool after each: taps and chans
+ * (either may be NULL) receive the pooled outputs of blocks 3, 4, 5 (strides 8, 16, 32). */
+mpx_status mpx_vgg_trunk(mpx_graph *g, const mpx_vgg_cfg *cfg, int x, int *taps, int *chans);
+/* Classifier: inputs "image" [batch, h, w, c] and "labels", the trunk, a global average pool,
+ * logits "fc", loss "loss" (as mpx_resnet_build). */
+mpx_status mpx_vgg_build(mpx_graph *g, const mpx_vgg_cfg *cfg, int batch, int h, int w, int c,
+                         int *image, int *labels, int *logits);
+
 /* ---- SSD-style single-shot detector ---- */
 typedef struct {
     char trunk[16];          /* resnet18 | resnet34 | resnet50 | vgg */

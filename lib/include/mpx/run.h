@@ -31,8 +31,9 @@ typedef enum { MPX_TASK_CLASSIFY = 0, MPX_TASK_MLM, MPX_TASK_DETECT } mpx_task_k
 
 typedef struct {
     char arch[32];
-    mpx_task_kind task;    /* from the architecture: resnet* classify, bert_* mlm, ssd detect */
-    mpx_resnet_cfg resnet; /* classify */
+    mpx_task_kind task;    /* from the architecture: resnet*, vgg classify, bert_* mlm, ssd detect */
+    mpx_resnet_cfg resnet; /* classify, resnet* */
+    mpx_vgg_cfg vgg;       /* classify, vgg */
     mpx_bert_cfg bert;     /* mlm */
     mpx_ssd_cfg ssd;       /* detect */
 } mpx_model_cfg;
@@ -62,6 +63,7 @@ typedef struct {
     int fuse;                /* mpx_graph_fuse before compiling */
     int sync_bn;             /* mpx_graph_sync_bn: batch-norm over every rank's rows */
     int64_t eval_every, eval_batches, checkpoint_every;
+    char init_from[1024];    /* a checkpoint whose same-named weights start the run ("": none) */
     int max_nonfinite;
     int64_t inject_nonfinite[MPX_INJECT_MAX]; /* testing hook: steps whose loss scale is x2^100; -1 after the last */
     int inject_rank;         /* testing hook: the rank that injects (-1: every rank) */
