@@ -80,9 +80,11 @@ plots: build
 	  { bash plots/figures.sh $$m $(SCALE) || true; } && python3 experiments/report.py table $$m $(SCALE) || exit 1; done
 
 # Every claim of the papers with its verdict, from the run summaries (committed ones in a clean
-# clone): results/reference/<model>/<scale>/table.md ends with them, claims.csv beside it.
+# clone): results/reference/<model>/<scale>/table.md ends with them, claims.csv beside it. Every
+# committed scale of each model unless SCALE is given on the command line or in the environment.
 claims:
-	@python3 experiments/report.py claims $(MODELS) --scale $(SCALE)
+	@python3 experiments/report.py claims $(MODELS) \
+	  $(if $(filter command line environment,$(origin SCALE)),--scale $(SCALE))
 
 # The standard benchmark set: step time, samples/s, GFLOP/s vs sgemm, memory, overheads (JSON in
 # results/bench/); then, where PyTorch is installed, mpx against the PyTorch CPU peers of the three

@@ -4,8 +4,9 @@
   experiments/report.py summarize MODEL SCALE    run files -> runs.tsv and layers.tsv
   experiments/report.py table MODEL SCALE        summaries -> table.md, table.csv, claims.csv
   experiments/report.py claims [MODEL ...] [--scale SCALE]
-                                                 the same for each model, and every claim's
-                                                 verdict on stdout (make claims)
+                                                 the same for each model at SCALE (default:
+                                                 every scale with a committed reference),
+                                                 and every claim's verdict on stdout
 
 The pipeline keeps what a table needs apart from the run files: `summarize` reads every
 finished run file (a .done marker beside it) of the model's method list with `mpx export` and
@@ -75,6 +76,14 @@ def methods_of(model):
     if os.path.exists(formats):
         ms += [m for m in read_list(formats) if m not in ms]
     return ms
+
+
+def committed_scales(model):
+    """The scales of MODEL with a committed reference (small first, then by name)."""
+    root = os.path.join(ROOT, "results", "reference", model)
+    found = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))) \
+        if os.path.isdir(root) else []
+    return sorted(found, key=lambda d: (d != "small", d)) or ["small"]
 
 
 def out_dir(model, scale):
@@ -555,7 +564,7 @@ def main(argv):
             table(argv[2], argv[3])
         return 0
     if cmd == "claims":
-        scale, models = "small", []
+        scale, models = None, []
         i = 2
         while i < len(argv):
             if argv[i] == "--scale" and i + 1 < len(argv):
@@ -566,13 +575,14 @@ def main(argv):
                 i += 1
         counts = {}
         for model in models or ["resnet50", "bert", "ssd"]:
-            if not os.path.exists(os.path.join(out_dir(model, scale), "runs.tsv")):
-                print(f"{model}/{scale}: no summaries (run make experiment-{model} SCALE={scale})")
-                continue
-            for c in table(model, scale, quiet=True):
-                counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-                print(f"{model:9s} {c['id']:14s} {c['verdict']:9s}  {c['claim']}\n"
-                      f"{'':25s} ours: {c['ours']}\n{'':25s} why: {c['why']}")
+            for sc in [scale] if scale else committed_scales(model):
+                if not os.path.exists(os.path.join(out_dir(model, sc), "runs.tsv")):
+                    print(f"{model}/{sc}: no summaries (run make experiment-{model} SCALE={sc})")
+                    continue
+                for c in table(model, sc, quiet=True):
+                    counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+                    print(f"{model + '/' + sc:13s} {c['id']:14s} {c['verdict']:9s}  {c['claim']}\n"
+                          f"{'':29s} ours: {c['ours']}\n{'':29s} why: {c['why']}")
         print("claims: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
         return 0
     die(f"unknown command '{cmd}' (summarize, table, claims; --help)")
