@@ -1,10 +1,9 @@
 /* det_loader.c — the detection batch loader, the same design as data/loader.c: the prefetch
  * ring's worker (prefetch.c) fills prefetch + 1 preallocated batch slots ahead of the caller.
  *
- * Batch g (counted from epoch 0, batch 0) is epoch g / bpe, index g % bpe. An epoch's order is
- * a Fisher-Yates permutation from stream MPX_RNG_DATA_ORDER at counter epoch << 40; example
- * i's augmentation comes from MPX_RNG_AUGMENT keyed by (epoch, i) (det_augment.c); a scene is
- * a pure function of its index (det_scenes.c). A batch is therefore a pure function of
+ * Which example fills which row of batch g is epoch_order.h's rule; example i's augmentation
+ * comes from MPX_RNG_AUGMENT keyed by (epoch, i) (det_augment.c); a scene is a pure function
+ * of its index (det_scenes.c). A batch is therefore a pure function of
  * (seed, g) whatever the thread timing, prefetch depth, thread count or restarts. Nothing is
  * allocated per batch: scratch buffers belong to the worker's threads and only grow.
  */
@@ -15,9 +14,9 @@
 
 #include "data/det_augment.h"
 #include "data/det_scenes.h"
+#include "data/epoch_order.h"
 #include "data/prefetch.h"
 #include "mpx/detect.h"
-#include "mpx/rng.h"
 
 typedef struct {
     float *x, *boxes;
@@ -38,13 +37,11 @@ struct mpx_det_loader {
     mpx_det_loader_config cfg;
     const mpx_det_dataset *ds;
     const mpx_scenes *scenes;
-    int64_t n, bpe;
+    mpx_epoch_order order; /* its permutation is the worker's */
     int src_size, out_size;
-    int64_t start_g;
     int nslots;
     slot *slots;
-    int64_t *perm, perm_epoch; /* worker-owned */
-    scratch *scr;              /* [cfg.threads] */
+    scratch *scr; /* [cfg.threads] */
     mpx_prefetch *ring;
 };
 
@@ -71,18 +68,6 @@ mpx_det_loader_config mpx_det_loader_config_eval(int batch_size) {
     c.drop_last = 0;
     c.expand = c.crop = c.flip = 0;
     return c;
-}
-
-static void shuffle_epoch(mpx_det_loader *L, int64_t epoch) {
-    for (int64_t i = 0; i < L->n; i++) L->perm[i] = i;
-    mpx_rng r = mpx_rng_make(L->cfg.seed, MPX_RNG_DATA_ORDER, (uint64_t)epoch << 40);
-    for (int64_t i = L->n - 1; i > 0; i--) {
-        int64_t j = mpx_rng_below(&r, (uint32_t)(i + 1));
-        int64_t t = L->perm[i];
-        L->perm[i] = L->perm[j];
-        L->perm[j] = t;
-    }
-    L->perm_epoch = epoch;
 }
 
 /* Example `ex` of `epoch` into row j of the slot. */
@@ -135,10 +120,8 @@ static void clear_row(mpx_det_loader *L, slot *sl, int j) {
 static mpx_status fill(void *owner, int k, int64_t g) {
     mpx_det_loader *L = owner;
     slot *sl = &L->slots[k];
-    int64_t epoch = g / L->bpe, first = (g % L->bpe) * L->cfg.batch_size;
-    int B = L->cfg.batch_size;
-    int count = (int)(L->n - first < B ? L->n - first : B);
-    if (L->cfg.shuffle && L->perm_epoch != epoch) shuffle_epoch(L, epoch);
+    int64_t epoch;
+    int B = L->cfg.batch_size, count = mpx_epoch_order_batch(&L->order, g, &epoch);
     sl->n = count;
     mpx_status status = MPX_OK;
     char msg[1024] = "";
@@ -149,14 +132,14 @@ static mpx_status fill(void *owner, int k, int64_t g) {
 #pragma omp atomic read
         stop = failed;
         if (stop) continue;
-        int64_t ex = L->cfg.shuffle ? L->perm[first + j] : first + j;
+        int64_t ex = mpx_epoch_order_example(&L->order, g, j);
         mpx_status st = fill_one(L, &L->scr[omp_get_thread_num()], epoch, ex, sl, j);
         if (st != MPX_OK) {
 #pragma omp critical(mpx_det_loader_error)
             if (!failed) {
                 status = st;
                 snprintf(msg, sizeof msg, "epoch %lld batch %lld: %s", (long long)epoch,
-                         (long long)(g % L->bpe), mpx_error_message());
+                         (long long)(g % L->order.bpe), mpx_error_message());
 #pragma omp atomic write
                 failed = 1;
             }
@@ -190,33 +173,24 @@ static mpx_status create(const mpx_det_dataset *ds, const mpx_scenes *scenes,
         return mpx_fail(MPX_ERR_INPUT, "detection loader: %lld examples (1 .. 2^28 - 1 supported)",
                         (long long)n);
     int64_t B = cfg->batch_size;
-    int64_t bpe = cfg->drop_last ? n / B : (n + B - 1) / B;
-    if (bpe == 0)
-        return mpx_fail(MPX_ERR_INPUT,
-                        "detection loader: %lld examples make no full batch of %lld (drop_last)",
-                        (long long)n, (long long)B);
-    if (start.epoch < 0 || start.epoch >= ((int64_t)1 << 24) || start.batch < 0 ||
-        start.batch >= bpe)
-        return mpx_fail(MPX_ERR_INPUT,
-                        "detection loader: start position epoch %lld batch %lld is outside epochs "
-                        "[0, 2^24) and batches [0, %lld)",
-                        (long long)start.epoch, (long long)start.batch, (long long)bpe);
+    mpx_epoch_order order;
+    MPX_TRY(mpx_epoch_order_init(&order, "detection loader", "examples", n, cfg->batch_size,
+                                 cfg->drop_last, cfg->shuffle, cfg->seed, start, 24));
     mpx_det_loader *L = calloc(1, sizeof *L);
-    if (!L) return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the detection loader");
+    if (!L) {
+        mpx_epoch_order_free(&order);
+        return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the detection loader");
+    }
     L->cfg = *cfg;
     L->ds = ds;
     L->scenes = scenes;
-    L->n = n;
-    L->bpe = bpe;
+    L->order = order;
     L->src_size = src;
     L->out_size = N;
-    L->start_g = start.epoch * bpe + start.batch;
-    L->perm_epoch = -1;
     L->nslots = cfg->prefetch + 1;
     L->slots = calloc((size_t)L->nslots, sizeof *L->slots);
     L->scr = calloc((size_t)cfg->threads, sizeof *L->scr);
     int ok = L->slots && L->scr;
-    if (ok && cfg->shuffle) ok = (L->perm = malloc((size_t)n * sizeof *L->perm)) != NULL;
     for (int i = 0; ok && i < L->nslots; i++)
         ok = alloc_slot(&L->slots[i], (int)B, (size_t)N * N * 3);
     for (int t = 0; ok && scenes && t < cfg->threads; t++)
@@ -226,7 +200,7 @@ static mpx_status create(const mpx_det_dataset *ds, const mpx_scenes *scenes,
         return mpx_fail(MPX_ERR_NOMEM, "out of memory for %d detection batches of [%lld,%d,%d,3]",
                         cfg->prefetch + 1, (long long)B, N, N);
     }
-    mpx_status st = mpx_prefetch_start(L->nslots, L->start_g, fill, L, &L->ring);
+    mpx_status st = mpx_prefetch_start(L->nslots, L->order.start_g, fill, L, &L->ring);
     if (st != MPX_OK) {
         mpx_det_loader_free(L);
         return st;
@@ -259,18 +233,15 @@ mpx_status mpx_det_loader_next(mpx_det_loader *L, mpx_det_batch *out) {
     out->n = sl->n;
     out->batch_size = L->cfg.batch_size;
     out->size = L->out_size;
-    out->pos.epoch = g / L->bpe;
-    out->pos.batch = g % L->bpe;
+    out->pos = mpx_epoch_order_pos(&L->order, g);
     return MPX_OK;
 }
 
 mpx_loader_pos mpx_det_loader_position(const mpx_det_loader *L) {
-    int64_t g = L->start_g + mpx_prefetch_consumed(L->ring);
-    mpx_loader_pos p = {g / L->bpe, g % L->bpe};
-    return p;
+    return mpx_epoch_order_pos(&L->order, L->order.start_g + mpx_prefetch_consumed(L->ring));
 }
 
-int64_t mpx_det_loader_batches_per_epoch(const mpx_det_loader *L) { return L->bpe; }
+int64_t mpx_det_loader_batches_per_epoch(const mpx_det_loader *L) { return L->order.bpe; }
 
 void mpx_det_loader_free(mpx_det_loader *L) {
     if (!L) return;
@@ -291,6 +262,6 @@ void mpx_det_loader_free(mpx_det_loader *L) {
     }
     free(L->slots);
     free(L->scr);
-    free(L->perm);
+    mpx_epoch_order_free(&L->order);
     free(L);
 }

@@ -1,12 +1,10 @@
 /* loader.c — the image batch loader: the prefetch ring's worker (prefetch.c) fills batch slots
  * ahead of the caller (prefetch + 1 slots: the caller holds one, the worker fills the others).
  *
- * Batch g (counted from epoch 0, batch 0) is epoch g / bpe, index g % bpe. The order of an
- * epoch is a Fisher-Yates permutation drawn from stream MPX_RNG_DATA_ORDER starting at
- * counter epoch << 40; example i's augmentation comes from MPX_RNG_AUGMENT keyed by (epoch, i)
- * (augment.c). A batch is therefore a pure function of (seed, g): thread timing, prefetch depth
- * and restarts cannot change it. The worker allocates nothing per batch; image-folder decode
- * buffers only grow. Errors travel from the worker to mpx_loader_next with their message.
+ * Which example fills which row of batch g is epoch_order.h's rule; example i's augmentation
+ * comes from MPX_RNG_AUGMENT keyed by (epoch, i) (augment.c). A batch is therefore a pure
+ * function of (seed, g): thread timing, prefetch depth and restarts cannot change it. The
+ * worker allocates nothing per batch; image-folder decode buffers only grow. Errors travel from the worker to mpx_loader_next with their message.
  */
 #include <omp.h>
 #include <stdio.h>
@@ -14,9 +12,9 @@
 #include <string.h>
 
 #include "data/augment.h"
+#include "data/epoch_order.h"
 #include "data/prefetch.h"
 #include "mpx/data.h"
-#include "mpx/rng.h"
 
 typedef struct {
     float *x;
@@ -34,13 +32,11 @@ struct mpx_loader {
     mpx_loader_config cfg;
     const mpx_dataset *ds;
     const mpx_image_folder *folder;
-    int64_t n, bpe;
+    mpx_epoch_order order; /* its permutation is the worker's */
     int oh, ow, c;
-    int64_t start_g;
     int nslots;
     slot *slots;
-    int64_t *perm, perm_epoch; /* worker-owned */
-    scratch *scr;              /* [cfg.threads] */
+    scratch *scr; /* [cfg.threads] */
     mpx_prefetch *ring;
 };
 
@@ -64,18 +60,6 @@ mpx_loader_config mpx_loader_config_eval(int batch_size) {
     return c;
 }
 
-static void shuffle_epoch(mpx_loader *L, int64_t epoch) {
-    for (int64_t i = 0; i < L->n; i++) L->perm[i] = i;
-    mpx_rng r = mpx_rng_make(L->cfg.seed, MPX_RNG_DATA_ORDER, (uint64_t)epoch << 40);
-    for (int64_t i = L->n - 1; i > 0; i--) {
-        int64_t j = mpx_rng_below(&r, (uint32_t)(i + 1));
-        int64_t t = L->perm[i];
-        L->perm[i] = L->perm[j];
-        L->perm[j] = t;
-    }
-    L->perm_epoch = epoch;
-}
-
 /* One example into x (the image at `example` of the source, augmented for `epoch`). */
 static mpx_status fill_one(mpx_loader *L, scratch *s, int64_t epoch, int64_t example, float *x) {
     mpx_augment a;
@@ -95,11 +79,9 @@ static mpx_status fill_one(mpx_loader *L, scratch *s, int64_t epoch, int64_t exa
 static mpx_status fill(void *owner, int k, int64_t g) {
     mpx_loader *L = owner;
     slot *sl = &L->slots[k];
-    int64_t epoch = g / L->bpe, first = (g % L->bpe) * L->cfg.batch_size;
-    int B = L->cfg.batch_size;
-    int count = (int)(L->n - first < B ? L->n - first : B);
+    int64_t epoch;
+    int B = L->cfg.batch_size, count = mpx_epoch_order_batch(&L->order, g, &epoch);
     size_t per = (size_t)L->oh * L->ow * L->c;
-    if (L->cfg.shuffle && L->perm_epoch != epoch) shuffle_epoch(L, epoch);
     sl->n = count;
     mpx_status status = MPX_OK;
     char msg[1024] = "";
@@ -111,7 +93,7 @@ static mpx_status fill(void *owner, int k, int64_t g) {
 #pragma omp atomic read
         stop = failed;
         if (stop) continue;
-        int64_t ex = L->cfg.shuffle ? L->perm[first + j] : first + j;
+        int64_t ex = mpx_epoch_order_example(&L->order, g, j);
         sl->y[j] = L->ds ? L->ds->labels[ex] : mpx_image_folder_label(L->folder, ex);
         mpx_status st =
             fill_one(L, &L->scr[omp_get_thread_num()], epoch, ex, sl->x + (size_t)j * per);
@@ -120,7 +102,7 @@ static mpx_status fill(void *owner, int k, int64_t g) {
             if (!failed) {
                 status = st;
                 snprintf(msg, sizeof msg, "epoch %lld batch %lld: %s", (long long)epoch,
-                         (long long)(g % L->bpe), mpx_error_message());
+                         (long long)(g % L->order.bpe), mpx_error_message());
 #pragma omp atomic write
                 failed = 1;
             }
@@ -143,35 +125,26 @@ static mpx_status create(const mpx_dataset *ds, const mpx_image_folder *folder,
         return mpx_fail(MPX_ERR_INPUT, "loader: dataset of %lld examples (1 .. 2^32 - 1 supported)",
                         (long long)n);
     int64_t B = cfg->batch_size;
-    int64_t bpe = cfg->drop_last ? n / B : (n + B - 1) / B;
-    if (bpe == 0)
-        return mpx_fail(MPX_ERR_INPUT,
-                        "loader: %lld examples make no full batch of %lld (drop_last)",
-                        (long long)n, (long long)B);
-    if (start.epoch < 0 || start.epoch >= ((int64_t)1 << 24) || start.batch < 0 ||
-        start.batch >= bpe)
-        return mpx_fail(MPX_ERR_INPUT,
-                        "loader: start position epoch %lld batch %lld is outside epochs "
-                        "[0, 2^24) and batches [0, %lld)",
-                        (long long)start.epoch, (long long)start.batch, (long long)bpe);
+    mpx_epoch_order order;
+    MPX_TRY(mpx_epoch_order_init(&order, "loader", "examples", n, cfg->batch_size, cfg->drop_last,
+                                 cfg->shuffle, cfg->seed, start, 24));
     mpx_loader *L = calloc(1, sizeof *L);
-    if (!L) return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the loader");
+    if (!L) {
+        mpx_epoch_order_free(&order);
+        return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the loader");
+    }
     L->cfg = *cfg;
     L->ds = ds;
     L->folder = folder;
-    L->n = n;
-    L->bpe = bpe;
+    L->order = order;
     L->oh = oh;
     L->ow = ow;
     L->c = c;
-    L->start_g = start.epoch * bpe + start.batch;
-    L->perm_epoch = -1;
     L->nslots = cfg->prefetch + 1;
     size_t per = (size_t)oh * ow * c;
     L->slots = calloc((size_t)L->nslots, sizeof *L->slots);
     L->scr = calloc((size_t)cfg->threads, sizeof *L->scr);
     int ok = L->slots && L->scr;
-    if (ok && cfg->shuffle) ok = (L->perm = malloc((size_t)n * sizeof *L->perm)) != NULL;
     for (int i = 0; ok && i < L->nslots; i++) {
         L->slots[i].x = calloc((size_t)B * per, sizeof(float));
         L->slots[i].y = calloc((size_t)B, sizeof(int32_t));
@@ -182,7 +155,7 @@ static mpx_status create(const mpx_dataset *ds, const mpx_image_folder *folder,
         return mpx_fail(MPX_ERR_NOMEM, "out of memory for %d loader batches of [%lld,%d,%d,%d]",
                         cfg->prefetch + 1, (long long)B, oh, ow, c);
     }
-    mpx_status st = mpx_prefetch_start(L->nslots, L->start_g, fill, L, &L->ring);
+    mpx_status st = mpx_prefetch_start(L->nslots, L->order.start_g, fill, L, &L->ring);
     if (st != MPX_OK) {
         mpx_loader_free(L);
         return st;
@@ -213,18 +186,15 @@ mpx_status mpx_loader_next(mpx_loader *L, mpx_batch *out) {
     out->h = L->oh;
     out->w = L->ow;
     out->c = L->c;
-    out->pos.epoch = g / L->bpe;
-    out->pos.batch = g % L->bpe;
+    out->pos = mpx_epoch_order_pos(&L->order, g);
     return MPX_OK;
 }
 
 mpx_loader_pos mpx_loader_position(const mpx_loader *L) {
-    int64_t g = L->start_g + mpx_prefetch_consumed(L->ring);
-    mpx_loader_pos p = {g / L->bpe, g % L->bpe};
-    return p;
+    return mpx_epoch_order_pos(&L->order, L->order.start_g + mpx_prefetch_consumed(L->ring));
 }
 
-int64_t mpx_loader_batches_per_epoch(const mpx_loader *L) { return L->bpe; }
+int64_t mpx_loader_batches_per_epoch(const mpx_loader *L) { return L->order.bpe; }
 
 void mpx_loader_free(mpx_loader *L) {
     if (!L) return;
@@ -239,6 +209,6 @@ void mpx_loader_free(mpx_loader *L) {
     }
     free(L->slots);
     free(L->scr);
-    free(L->perm);
+    mpx_epoch_order_free(&L->order);
     free(L);
 }

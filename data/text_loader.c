@@ -2,18 +2,16 @@
  * (prefetch.c) fills prefetch + 1 preallocated batches (the caller holds one, the worker the
  * others).
  *
- * Batch g (counted from epoch 0, batch 0) is epoch g / bpe, index g % bpe. With shuffle, the
- * order of epoch e is a Fisher-Yates permutation of the split drawn from stream
- * MPX_RNG_DATA_ORDER starting at counter e << 40 (as the image loader); row j of batch b is
- * example perm[b B + j], masked for epoch e (or 0 with fixed_masks) by mpx_mlm_example. A
+ * Which sequence of the split fills which row of batch g is epoch_order.h's rule (the image
+ * loader's); it is masked for its epoch (or 0 with fixed_masks) by mpx_mlm_example. A
  * batch is therefore a pure function of (seed, g): thread timing, prefetch depth and
  * restarts cannot change it. Nothing is allocated per batch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/epoch_order.h"
 #include "data/prefetch.h"
-#include "mpx/rng.h"
 #include "mpx/text.h"
 
 typedef struct {
@@ -27,11 +25,9 @@ struct mpx_mlm_loader {
     const mpx_mlm *m;
     int T;
     int32_t pad;
-    int64_t n, bpe;
-    int64_t start_g;
+    mpx_epoch_order order; /* its permutation is the worker's */
     int nslots;
     slot *slots;
-    int64_t *perm, perm_epoch; /* worker-owned */
     mpx_prefetch *ring;
 };
 
@@ -57,30 +53,16 @@ mpx_mlm_loader_config mpx_mlm_loader_config_eval(int batch_size, uint64_t seed) 
     return c;
 }
 
-static void shuffle_epoch(mpx_mlm_loader *L, int64_t epoch) {
-    for (int64_t i = 0; i < L->n; i++) L->perm[i] = i;
-    mpx_rng r = mpx_rng_make(L->cfg.seed, MPX_RNG_DATA_ORDER, (uint64_t)epoch << 40);
-    for (int64_t i = L->n - 1; i > 0; i--) {
-        int64_t j = mpx_rng_below(&r, (uint32_t)(i + 1));
-        int64_t t = L->perm[i];
-        L->perm[i] = L->perm[j];
-        L->perm[j] = t;
-    }
-    L->perm_epoch = epoch;
-}
-
 /* The ring's fill (prefetch.h): batch g into slot k. */
 static mpx_status fill(void *owner, int k, int64_t g) {
     mpx_mlm_loader *L = owner;
     slot *sl = &L->slots[k];
-    int64_t epoch = g / L->bpe, first = (g % L->bpe) * L->cfg.batch_size;
-    int B = L->cfg.batch_size, T = L->T;
-    int count = (int)(L->n - first < B ? L->n - first : B);
-    if (L->cfg.shuffle && L->perm_epoch != epoch) shuffle_epoch(L, epoch);
+    int64_t epoch;
+    int B = L->cfg.batch_size, T = L->T, count = mpx_epoch_order_batch(&L->order, g, &epoch);
     sl->n = count;
     sl->n_predict = 0;
     for (int j = 0; j < count; j++) {
-        int64_t ex = L->cfg.shuffle ? L->perm[first + j] : first + j;
+        int64_t ex = mpx_epoch_order_example(&L->order, g, j);
         size_t o = (size_t)j * T;
         int k;
         mpx_status st = mpx_mlm_example(L->m, L->cfg.split, ex, L->cfg.seed,
@@ -88,7 +70,7 @@ static mpx_status fill(void *owner, int k, int64_t g) {
                                         sl->labels + o, sl->attn + o, sl->segments + o, &k);
         if (st != MPX_OK)
             return mpx_fail(st, "epoch %lld batch %lld: %s", (long long)epoch,
-                            (long long)(g % L->bpe), mpx_error_message());
+                            (long long)(g % L->order.bpe), mpx_error_message());
         sl->n_predict += k;
     }
     for (size_t p = (size_t)count * T; p < (size_t)B * T; p++) {
@@ -114,32 +96,23 @@ mpx_status mpx_mlm_loader_create(const mpx_mlm *m, const mpx_mlm_loader_config *
                         "supported)", cfg->split == MPX_SPLIT_TEST ? "held-out" : "training",
                         (long long)n);
     int64_t B = cfg->batch_size;
-    int64_t bpe = cfg->drop_last ? n / B : (n + B - 1) / B;
-    if (bpe == 0)
-        return mpx_fail(MPX_ERR_INPUT,
-                        "MLM loader: %lld sequences make no full batch of %lld (drop_last)",
-                        (long long)n, (long long)B);
-    if (start.epoch < 0 || start.epoch >= ((int64_t)1 << 20) || start.batch < 0 ||
-        start.batch >= bpe)
-        return mpx_fail(MPX_ERR_INPUT,
-                        "MLM loader: start position epoch %lld batch %lld is outside epochs "
-                        "[0, 2^20) and batches [0, %lld)",
-                        (long long)start.epoch, (long long)start.batch, (long long)bpe);
+    mpx_epoch_order order;
+    MPX_TRY(mpx_epoch_order_init(&order, "MLM loader", "sequences", n, cfg->batch_size,
+                                 cfg->drop_last, cfg->shuffle, cfg->seed, start, 20));
     mpx_mlm_loader *L = calloc(1, sizeof *L);
-    if (!L) return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the MLM loader");
+    if (!L) {
+        mpx_epoch_order_free(&order);
+        return mpx_fail(MPX_ERR_NOMEM, "out of memory creating the MLM loader");
+    }
     L->cfg = *cfg;
     L->m = m;
     L->T = mpx_mlm_seq_len(m);
     L->pad = mpx_tokenizer_special(mpx_mlm_tokenizer(m), MPX_TOK_PAD);
-    L->n = n;
-    L->bpe = bpe;
-    L->start_g = start.epoch * bpe + start.batch;
-    L->perm_epoch = -1;
+    L->order = order;
     L->nslots = cfg->prefetch + 1;
     size_t per = (size_t)B * L->T;
     L->slots = calloc((size_t)L->nslots, sizeof *L->slots);
     int ok = L->slots != NULL;
-    if (ok && cfg->shuffle) ok = (L->perm = malloc((size_t)n * sizeof *L->perm)) != NULL;
     for (int i = 0; ok && i < L->nslots; i++) {
         L->slots[i].ids = calloc(per, sizeof(int32_t));
         L->slots[i].labels = calloc(per, sizeof(int32_t));
@@ -152,7 +125,7 @@ mpx_status mpx_mlm_loader_create(const mpx_mlm *m, const mpx_mlm_loader_config *
         return mpx_fail(MPX_ERR_NOMEM, "out of memory for %d MLM batches of [%lld, %d]",
                         cfg->prefetch + 1, (long long)B, mpx_mlm_seq_len(m));
     }
-    mpx_status st = mpx_prefetch_start(L->nslots, L->start_g, fill, L, &L->ring);
+    mpx_status st = mpx_prefetch_start(L->nslots, L->order.start_g, fill, L, &L->ring);
     if (st != MPX_OK) {
         mpx_mlm_loader_free(L);
         return st;
@@ -174,18 +147,15 @@ mpx_status mpx_mlm_loader_next(mpx_mlm_loader *L, mpx_mlm_batch *out) {
     out->batch_size = L->cfg.batch_size;
     out->seq_len = L->T;
     out->n_predict = sl->n_predict;
-    out->pos.epoch = g / L->bpe;
-    out->pos.batch = g % L->bpe;
+    out->pos = mpx_epoch_order_pos(&L->order, g);
     return MPX_OK;
 }
 
 mpx_loader_pos mpx_mlm_loader_position(const mpx_mlm_loader *L) {
-    int64_t g = L->start_g + mpx_prefetch_consumed(L->ring);
-    mpx_loader_pos p = {g / L->bpe, g % L->bpe};
-    return p;
+    return mpx_epoch_order_pos(&L->order, L->order.start_g + mpx_prefetch_consumed(L->ring));
 }
 
-int64_t mpx_mlm_loader_batches_per_epoch(const mpx_mlm_loader *L) { return L->bpe; }
+int64_t mpx_mlm_loader_batches_per_epoch(const mpx_mlm_loader *L) { return L->order.bpe; }
 
 void mpx_mlm_loader_free(mpx_mlm_loader *L) {
     if (!L) return;
@@ -197,6 +167,6 @@ void mpx_mlm_loader_free(mpx_mlm_loader *L) {
         free(L->slots[i].segments);
     }
     free(L->slots);
-    free(L->perm);
+    mpx_epoch_order_free(&L->order);
     free(L);
 }
