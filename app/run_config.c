@@ -136,7 +136,12 @@ const mpx_cfg_key mpx_run_schema[] = {
      "bits; a speed baseline; no effect on the CPU)"},
     {"precision", "master_weights", MPX_CFG_BOOL, "true", NULL, NR,
      "fp16/bf16: FP32 master copies of the 16-bit parameters (the MPT recipe); false: the "
-     "optimizer updates the stored weights, w <- round(w - lr u) under precision.rounding"},
+     "optimizer updates the stored weights, w <- round(w - lr u) under "
+     "precision.update_rounding"},
+    {"precision", "update_rounding", MPX_CFG_ENUM, "same", "same|rne|stochastic", NR,
+     "the optimizer's roundings into the 16-bit format (weights without masters, state in "
+     "storage); same: precision.rounding. rounding = rne with update_rounding = stochastic "
+     "rounds only the update stochastically (Zamirai et al. 2020)"},
     {"precision", "optimizer_state", MPX_CFG_ENUM, "fp32", "fp32|storage", NR,
      "momentum and Adam moments in FP32, or rounded into the 16-bit format after each update"},
     {"precision", "scaling", MPX_CFG_ENUM, "none", "none|fixed|dynamic|adaptive|adaptive-quantile",
@@ -465,6 +470,15 @@ static mpx_status precision_from(mpx_config *cfg, mpx_run_cfg *rc) {
         return contradiction(cfg, masters ? "precision.optimizer_state" : "precision.master_weights",
                              "needs precision.mode = fp16 or bf16 (fp32 and tf32 store FP32 "
                              "weights and state)");
+    const char *upd = mpx_cfg_str(cfg, "precision.update_rounding");
+    if (strcmp(upd, "same") != 0) {
+        if (masters && !state16)
+            return contradiction(cfg, "precision.update_rounding",
+                                 "rounds only into 16-bit weights or state: needs "
+                                 "precision.master_weights = false or optimizer_state = storage");
+        rc->precision.update_rounding =
+            strcmp(upd, "stochastic") == 0 ? MPX_ROUND_STOCHASTIC : MPX_ROUND_RNE;
+    }
     mpx_scaling_cfg *s = &rc->scaling;
     mpx_scaling_defaults(s);
     s->method = mpx_scaling_parse(mpx_cfg_str(cfg, "precision.scaling"));

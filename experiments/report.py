@@ -581,8 +581,8 @@ def main(argv):
                     continue
                 for c in table(model, sc, quiet=True):
                     counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-                    print(f"{model + '/' + sc:13s} {c['id']:14s} {c['verdict']:9s}  {c['claim']}\n"
-                          f"{'':29s} ours: {c['ours']}\n{'':29s} why: {c['why']}")
+                    print(f"{model + '/' + sc:13s} {c['id']:16s} {c['verdict']:9s}  {c['claim']}\n"
+                          f"{'':31s} ours: {c['ours']}\n{'':31s} why: {c['why']}")
         print("claims: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
         return 0
     die(f"unknown command '{cmd}' (summarize, table, claims; --help)")

@@ -235,7 +235,7 @@ fi
 
 # 7: lost updates of the master-weights ablation and of the runs with masters it compares with.
 files=""
-for m in fp16_pure fp16_pure_sr bf16_pure bf16_pure_sr fp16_dynamic bf16 fp32; do
+for m in fp16_pure fp16_pure_sr bf16_pure bf16_pure_sr bf16_pure_sr_update fp16_dynamic bf16 fp32; do
   [[ " ${methods[*]} " == *" $m "* ]] && [ -f "$tsv/$m/lost_steps.tsv" ] || continue
   files="$files $tsv/$m/lost_steps.tsv|$tsv/$m/lost_layers.tsv|$(label "$m")"
 done

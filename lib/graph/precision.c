@@ -44,6 +44,7 @@ int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *roun
         p->rounding = MPX_ROUND_STOCHASTIC;
     else
         return -1;
+    p->update_rounding = p->rounding;
     p->seed = seed;
     p->tensor_cores = 1;
     p->direct_io = 1;

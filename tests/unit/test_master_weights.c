@@ -8,7 +8,10 @@
  *   - the lost-update statistics (mpx_optimizer_watch / _watched) count exactly the elements
  *     whose nonzero update left the stored weight unchanged, and the mean relative error;
  *     a step that updates nothing leaves them 0;
- *   - optimizer state kept in storage holds FP16 values, the FP32 rule's rounded.
+ *   - optimizer state kept in storage holds FP16 values, the FP32 rule's rounded;
+ *   - update_rounding = stochastic with rounding = rne (Zamirai et al. 2020): the update rounds
+ *     stochastically as above while the forward pass's casts stay those of an all-RNE run (and
+ *     differ from an all-stochastic one's, so the comparison can tell).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -21,8 +24,9 @@
 enum { IN = 64, OUT = 64 };
 
 /* One linear layer, weight [IN, OUT] (decay) and no bias, in `mode` with `rounding`; masters
- * and state as asked. */
-static mpx_graph *layer(const char *mode, const char *rounding, int masters, int state16) {
+ * and state as asked; the optimizer's roundings stochastic when sr_update. */
+static mpx_graph *layer_sr(const char *mode, const char *rounding, int masters, int state16,
+                           int sr_update) {
     mpx_graph *g = mpx_graph_new();
     int64_t xs[2] = {2, IN}, ls[1] = {2};
     int x = mpx_g_input(g, "x", MPX_INPUT_DATA, 2, xs);
@@ -32,8 +36,13 @@ static mpx_graph *layer(const char *mode, const char *rounding, int masters, int
     mpx_precision p;
     mpx_precision_init(&p, mode, rounding, 7);
     CHECK(mpx_precision_set_masters(&p, masters, state16) == 0, "policy refused");
+    if (sr_update) p.update_rounding = MPX_ROUND_STOCHASTIC;
     CHECK_OK(mpx_graph_compile(g, &p, MPX_DEV_CPU, 1));
     return g;
+}
+
+static mpx_graph *layer(const char *mode, const char *rounding, int masters, int state16) {
+    return layer_sr(mode, rounding, masters, state16, 0);
 }
 
 /* Weights w (all elements the same value, or from `w` when not NULL), then the sync. */
@@ -97,9 +106,9 @@ static void test_rne_without_masters(void) {
     mpx_graph_free(mast);
 }
 
-static void test_stochastic_without_masters(void) {
+/* One SGD step w = 1, d = 2^-13 on the graph (stochastic update rounding). */
+static void check_stochastic_update(mpx_graph *g) {
     mpx_optim_cfg c = {MPX_OPT_SGD, 0.0, 0, 0.0, 0.9, 0.999, 1e-8, 0};
-    mpx_graph *g = layer("fp16", "stochastic", 0, 0);
     mpx_optimizer *o = NULL;
     CHECK_OK(mpx_optimizer_create(g, &c, &o));
     /* w = 1, d = 2^-13 = an eighth of the ulp below 1 (2^-11 between 1 - 2^-11 and 1): each
@@ -124,7 +133,49 @@ static void test_stochastic_without_masters(void) {
     CHECK(fabs(mean - (1.0 - ldexp(1.0, -13))) < 5 * sd / n * ldexp(1.0, -11),
           "mean %.9g, expected 1 - 2^-13 = %.9g", mean, 1.0 - ldexp(1.0, -13));
     mpx_optimizer_free(o);
+}
+
+static void test_stochastic_without_masters(void) {
+    mpx_graph *g = layer("fp16", "stochastic", 0, 0);
+    check_stochastic_update(g);
     mpx_graph_free(g);
+}
+
+/* The layer's stored output z for inputs x of a few binades and weights w (same for every
+ * graph), read back as FP32. */
+static void forward_z(mpx_graph *g, float *z) {
+    float x[2 * IN], w[IN * OUT];
+    int32_t y[2] = {1, 2};
+    for (int k = 0; k < 2 * IN; k++) x[k] = (float)ldexp(1.0 + (k % 5) / 7.0, k % 6 - 3);
+    for (int k = 0; k < IN * OUT; k++) /* FP16-exact: the weights' own cast changes nothing */
+        w[k] = mpx_round_to(MPX_F16, (float)((k % 3 - 1) * ldexp(1.0 + (k % 11) / 13.0, -(k % 4))));
+    set_weights(g, 0, w);
+    CHECK_OK(mpx_graph_set_input(g, 0, x, MPX_F32, 2 * IN));
+    CHECK_OK(mpx_graph_set_input(g, 1, y, MPX_I32, 2));
+    CHECK_OK(mpx_graph_forward(g, 1));
+    CHECK_OK(mpx_graph_read(g, 2, z));
+}
+
+static void test_stochastic_update_only(void) {
+    mpx_graph *g = layer_sr("fp16", "rne", 0, 0, 1);
+    check_stochastic_update(g);
+    mpx_graph_free(g);
+    float z_upd[2 * OUT], z_rne[2 * OUT], z_sr[2 * OUT];
+    const char *rounding[3] = {"rne", "rne", "stochastic"};
+    float *out[3] = {z_upd, z_rne, z_sr};
+    for (int v = 0; v < 3; v++) {
+        g = layer_sr("fp16", rounding[v], 0, 0, v == 0);
+        forward_z(g, out[v]);
+        mpx_graph_free(g);
+    }
+    int same_rne = 0, same_sr = 0;
+    for (int k = 0; k < 2 * OUT; k++) {
+        same_rne += memcmp(&z_upd[k], &z_rne[k], sizeof(float)) == 0;
+        same_sr += memcmp(&z_upd[k], &z_sr[k], sizeof(float)) == 0;
+    }
+    CHECK(same_rne == 2 * OUT, "%d of %d outputs differ from the all-RNE run's", 2 * OUT - same_rne,
+          2 * OUT);
+    CHECK(same_sr < 2 * OUT, "an all-stochastic run stores the same outputs: the check cannot tell");
 }
 
 static void test_lost_update_stats(void) {
@@ -206,6 +257,7 @@ static void test_state_in_storage(void) {
 int main(void) {
     test_rne_without_masters();
     test_stochastic_without_masters();
+    test_stochastic_update_only();
     test_lost_update_stats();
     test_state_in_storage();
     return mpx_test_done(__FILE__);

@@ -2,6 +2,8 @@
  * reference ALS resolve (run_config.c), on config texts:
  *   - precision.master_weights / optimizer_state reach the precision policy, which then puts
  *     the masters and the optimizer state in the working format; fp32/tf32 refuse them;
+ *   - precision.update_rounding follows precision.rounding unless set, and is refused where
+ *     the optimizer rounds nothing into 16 bits (FP32 masters and state);
  *   - precision.als = reference brings the 2019 code's defaults where the config is silent
  *     (points a, d, e: u_max 6e4, weight gradients unscaled in FP16, factors every step), keeps
  *     what the config sets, writes them into the resolved text a run file stores (so that the
@@ -53,6 +55,22 @@ static void test_master_weights(void) {
     CHECK(resolve("[precision]\nmode = tf32\noptimizer_state = storage\n", &rc, NULL) == MPX_ERR_INPUT &&
               strstr(mpx_error_message(), "precision.optimizer_state"),
           "tf32 state in storage must be refused naming the key: %s", mpx_error_message());
+    CHECK_OK(resolve("[precision]\nmode = bf16\nmaster_weights = false\n", &rc, NULL));
+    CHECK(rc.precision.update_rounding == MPX_ROUND_RNE, "update rounding follows rounding");
+    CHECK_OK(resolve("[precision]\nmode = bf16\nrounding = stochastic\nmaster_weights = false\n",
+                     &rc, NULL));
+    CHECK(rc.precision.update_rounding == MPX_ROUND_STOCHASTIC, "update rounding follows rounding");
+    CHECK_OK(resolve("[precision]\nmode = bf16\nmaster_weights = false\nupdate_rounding = stochastic\n",
+                     &rc, NULL));
+    CHECK(rc.precision.rounding == MPX_ROUND_RNE &&
+              rc.precision.update_rounding == MPX_ROUND_STOCHASTIC,
+          "rne storage casts with stochastic updates: %d %d", (int)rc.precision.rounding,
+          (int)rc.precision.update_rounding);
+    CHECK(resolve("[precision]\nmode = bf16\nupdate_rounding = stochastic\n", &rc, NULL) ==
+                  MPX_ERR_INPUT &&
+              strstr(mpx_error_message(), "precision.update_rounding"),
+          "update rounding with FP32 masters and state must be refused naming the key: %s",
+          mpx_error_message());
 }
 
 static void test_als_reference_defaults(void) {

@@ -93,8 +93,13 @@ typedef struct {
                                  bits either way; 1 after mpx_precision_init. */
     int master_weights;       /* 1: FP32 master copies of low-precision parameters (the MPT
                                  recipe; 1 after mpx_precision_init); 0: the optimizer updates
-                                 the stored weights, w <- round(w - lr u) under `rounding` */
+                                 the stored weights, w <- round(w - lr u) under
+                                 `update_rounding` */
     int state_in_storage;     /* 1: optimizer state rounded into `low` after every update; 0 */
+    mpx_rounding update_rounding; /* the optimizer's roundings into `low` (the weights without
+                                 masters, state in storage); `rounding` after
+                                 mpx_precision_init. Stochastic here and RNE in `rounding` is
+                                 the pure-BF16 recipe of Zamirai et al. 2020 */
     mpx_fp8_cfg fp8;          /* fp8 mode: the recipe (gemm_round is F8_E4M3 then) */
     int fixed_frac;           /* fixed16 mode: fraction bits f of Q(16, f) (14 after init) */
 } mpx_precision;
