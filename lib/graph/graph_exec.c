@@ -554,14 +554,15 @@ int64_t mpx_graph_merge_redos(const mpx_graph *g) { return g->merge_redos; }
 /* Without master weights (the policy's MASTER role in the working format) the rounded working
  * copy is the parameter: the FP32 array the optimizer updates takes its values back, so the
  * next update starts from the stored weight and w <- round(w - lr u) is the whole rule, rounded
- * as the policy rounds updates (update_rounding). */
+ * as the policy rounds the MASTER role. */
 mpx_status mpx_graph_sync_weights(mpx_graph *g, int64_t step) {
     const int no_masters = mpx_precision_dtype(&g->prec, MPX_ROLE_MASTER) != MPX_F32;
     for (int i = 0; i < g->n_params; i++) {
         mpx_param *p = &g->params[i];
         if (p->work == (void *)p->master) continue;
         mpx_cast_spec s = storage_cast(g, p->work_dtype, round_stream(step, i, RS_WEIGHT));
-        if (no_masters) s.rounding = g->prec.update_rounding;
+        s.rounding =
+            mpx_precision_rounding(&g->prec, no_masters ? MPX_ROLE_MASTER : MPX_ROLE_WEIGHT);
         g->be->cast(g->be, &s, p->master, p->work, (size_t)p->numel);
         if (no_masters) g->be->decode(g->be, p->work_dtype, p->work, p->master, (size_t)p->numel);
     }

@@ -75,6 +75,11 @@ mpx_dtype mpx_precision_dtype(const mpx_precision *p, mpx_tensor_role role) {
     return MPX_F32;
 }
 
+mpx_rounding mpx_precision_rounding(const mpx_precision *p, mpx_tensor_role role) {
+    return role == MPX_ROLE_MASTER || role == MPX_ROLE_OPT_STATE ? p->update_rounding
+                                                                  : p->rounding;
+}
+
 const char *mpx_precision_mode_name(mpx_precision_mode m) {
     switch (m) {
     case MPX_MODE_FP32: return "fp32";

@@ -138,7 +138,7 @@ static mpx_adamw_step adam_step(const mpx_optim_cfg *c, int64_t steps, double lr
 /* Where the update of parameter i writes its d: its delta buffer while watching, else nowhere. */
 static float *delta_of(const mpx_optimizer *o, int i) { return o->watching ? o->delta[i] : NULL; }
 
-/* The state of parameter i rounded into the policy's low format (its update_rounding; a
+/* The state of parameter i rounded into the policy's low format (as it rounds OPT_STATE; a
  * stochastic stream per step, parameter and state array). Two passes through state_tmp. */
 static void round_state(mpx_optimizer *o, int i) {
     if (o->state_dtype == MPX_F32) return;
@@ -146,7 +146,7 @@ static void round_state(mpx_optimizer *o, int i) {
     const size_t n = (size_t)mpx_graph_param(o->g, i)->numel;
     for (int k = 0; k < o->n_state; k++) {
         mpx_cast_spec s = mpx_cast_plain(o->state_dtype);
-        s.rounding = p->update_rounding;
+        s.rounding = mpx_precision_rounding(p, MPX_ROLE_OPT_STATE);
         s.seed = p->seed;
         /* graph_exec.c's stream layout (step, id, kind) with kinds past the graph's 1..5 */
         s.stream = ((uint64_t)o->steps << 24) ^ ((uint64_t)(unsigned)i << 4) ^ (uint64_t)(8 + k);

@@ -113,6 +113,9 @@ int mpx_precision_init(mpx_precision *p, const char *mode_name, const char *roun
  * low format in a mode whose low format is F32. */
 int mpx_precision_set_masters(mpx_precision *p, int master_weights, int state_in_storage);
 mpx_dtype mpx_precision_dtype(const mpx_precision *p, mpx_tensor_role role);
+/* How values of `role` are rounded into their dtype: update_rounding for what the optimizer
+ * writes (MASTER, OPT_STATE), `rounding` for every other storage cast. */
+mpx_rounding mpx_precision_rounding(const mpx_precision *p, mpx_tensor_role role);
 /* 1 when the mode quantizes the GEMM family's operands as they are read (fp8, fixed16): the
  * executor then counts those casts per layer (stats.h: operand). */
 int mpx_precision_quantizes_operands(const mpx_precision *p);
