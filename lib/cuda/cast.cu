@@ -26,6 +26,12 @@ constexpr int kThreads = 256;
 /* Format tags for the templates. */
 enum Fmt { kF32 = MPX_F32, kF16 = MPX_F16, kBF16 = MPX_BF16 };
 
+/* scale * s as the CPU computes it: a NaN operand passes through, quieted, where the GPU's
+ * multiply would return its canonical NaN and lose the sign and payload bits. */
+__device__ __forceinline__ float scaled_as_cpu(float scale, float s) {
+    return isnan(s) ? __uint_as_float(__float_as_uint(s) | 0x00400000u) : __fmul_rn(scale, s);
+}
+
 template <int F> __device__ uint32_t rne(float x) {
     if constexpr (F == kF16)
         return cuop_f16_rne(x);
@@ -53,10 +59,7 @@ template <int DST, int SF, bool SR, bool STATS> __global__ void cast_kernel(Para
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += stride) {
         const float s = p.src[i];
-        /* A CPU multiply passes a NaN operand through, quieted; the GPU would return its
-         * canonical NaN. Keep the CPU's NaN so the payload bits agree. */
-        const float x =
-            isnan(s) ? __uint_as_float(__float_as_uint(s) | 0x00400000u) : __fmul_rn(p.scale, s);
+        const float x = scaled_as_cpu(p.scale, s);
         uint32_t code = 0;
         if constexpr (DST == kF32) {
             ((float *)p.dst)[i] = x;
@@ -112,7 +115,7 @@ template <int DST, int SF> void launch_sf(const Params &p, unsigned grid, bool s
 __global__ void tf32_kernel(const float *src, float *dst, size_t n, float scale) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        dst[i] = mpx_fp_float(mpx_fp_tf32_rne_bits(mpx_fp_bits(scale * src[i])));
+        dst[i] = mpx_fp_float(mpx_fp_tf32_rne_bits(mpx_fp_bits(scaled_as_cpu(scale, src[i]))));
 }
 
 template <int DST> void launch_dst(const Params &p, unsigned grid, bool sr, int sf) {

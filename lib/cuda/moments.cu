@@ -4,8 +4,9 @@
  * Bits: each result equals the CPU's (lib/numerics/moments.c, backend_cpu.c's sumsq).
  *  - moments and sumsq are double sums whose rounding depends on the order of the additions.
  *    The GPU keeps the CPU's order: the array is cut into the CPU's blocks of MBLOCK elements,
- *    ONE thread reduces one block sequentially in index order (a warp stages 32 blocks through
- *    shared memory so that the global loads stay coalesced), and one thread merges the block
+ *    ONE thread reduces one block in the CPU's order (a warp stages 32 blocks through shared
+ *    memory so that the global loads stay coalesced): moments over kernels.h's MPX_K_LANES
+ *    interleaved accumulators, combined in lane order; sumsq in index order, and one thread merges the block
  *    partials strictly in block order with the CPU's formulas (Chan's update for moments, a
  *    plain running sum for sumsq). Every multiply and add is a separate IEEE operation
  *    (__dmul_rn, __dadd_rn, ...): nvcc would otherwise fuse them, the CPU library does not.
@@ -29,6 +30,7 @@
 #include "lib/cuda/check.cuh"
 #include "lib/cuda/launch.cuh"
 #include "lib/graph/als_merge.h"
+#include "lib/numerics/kernels.h"
 #include "mpx/cuda.h"
 
 namespace {
@@ -37,6 +39,7 @@ constexpr size_t MBLOCK = 4096; /* = MBLOCK of lib/numerics/moments.c and sumsq'
 constexpr int kWarps = 4;       /* warps per CUDA block in the block-partial kernels */
 
 static_assert(MBLOCK % 32 == 0, "a tile row must not straddle two blocks");
+static_assert(32 % MPX_K_LANES == 0, "a tile row must start on lane 0");
 
 /* One block's partial: moments.c's `partial`, field for field. */
 struct Partial {
@@ -45,8 +48,9 @@ struct Partial {
     int all_finite;
 };
 
-/* Calls f(v) on the elements of the calling lane's block (block index first + lane) in index
- * order. Elements travel through the warp's tile [32 blocks][32 elements] (+1 column against
+/* Calls f(v, k) on the elements of the calling lane's block (block index first + lane) in index
+ * order, k = the element's index in the block % MPX_K_LANES (a constant once unrolled, so lane
+ * arrays indexed by it stay in registers). Elements travel through the warp's tile [32 blocks][32 elements] (+1 column against
  * bank conflicts): row r is loaded by the whole warp, 32 consecutive floats, and lane r then
  * reads it along. Must be called by all 32 lanes (first is warp-uniform). */
 template <class F>
@@ -63,23 +67,26 @@ __device__ void for_own_block(const float *x, size_t n, size_t first, float (*ti
         }
         __syncwarp();
         const size_t cnt = own_m > j ? (own_m - j < 32 ? own_m - j : 32) : 0;
-        for (size_t t = 0; t < cnt; t++) f(tile[lane][t]);
+#pragma unroll
+        for (int t = 0; t < 32; t++)
+            if ((size_t)t < cnt) f(tile[lane][t], t % MPX_K_LANES);
         __syncwarp();
     }
 }
 
 /* moments.c's block_partial for every block: two passes over the lane's block (sum, then the
- * squared deviations from the block mean), with the extremes and the finite flag on the way. */
+ * squared deviations from the block mean), each over MPX_K_LANES interleaved accumulators added
+ * up in lane order as the CPU's, with the extremes and the finite flag on the way. */
 __global__ void moment_partials(const float *x, size_t n, size_t nblocks, Partial *parts) {
     __shared__ float tile[kWarps][32][33];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const size_t first = ((size_t)blockIdx.x * kWarps + warp) * 32;
     if (first >= nblocks) return; /* warp-uniform */
-    double sum = 0;
+    double s[MPX_K_LANES] = {0};
     float mn = INFINITY, mx = -INFINITY, amax = 0;
     int finite = 1;
-    for_own_block(x, n, first, tile[warp], [&](float v) {
-        sum = __dadd_rn(sum, (double)v);
+    for_own_block(x, n, first, tile[warp], [&](float v, int k) {
+        s[k] = __dadd_rn(s[k], (double)v);
         if (v < mn) mn = v; /* comparisons with NaN are false: NaN is ignored */
         if (v > mx) mx = v;
         if (fabsf(v) > amax) amax = fabsf(v);
@@ -87,12 +94,16 @@ __global__ void moment_partials(const float *x, size_t n, size_t nblocks, Partia
     });
     const size_t b = first + lane;
     const size_t m = b < nblocks ? (n - b * MBLOCK < MBLOCK ? n - b * MBLOCK : MBLOCK) : 1;
+    double sum = 0;
+    for (int k = 0; k < MPX_K_LANES; k++) sum = __dadd_rn(sum, s[k]);
     const double mean = __ddiv_rn(sum, (double)m);
-    double m2 = 0;
-    for_own_block(x, n, first, tile[warp], [&](float v) {
+    double q[MPX_K_LANES] = {0};
+    for_own_block(x, n, first, tile[warp], [&](float v, int k) {
         const double d = __dsub_rn((double)v, mean);
-        m2 = __dadd_rn(m2, __dmul_rn(d, d));
+        q[k] = __dadd_rn(q[k], __dmul_rn(d, d));
     });
+    double m2 = 0;
+    for (int k = 0; k < MPX_K_LANES; k++) m2 = __dadd_rn(m2, q[k]);
     if (b < nblocks) parts[b] = Partial{(double)m, mean, m2, mn, mx, amax, finite};
 }
 
@@ -151,7 +162,7 @@ __global__ void sumsq_partials(const float *x, size_t n, size_t nblocks, double 
     const size_t first = ((size_t)blockIdx.x * kWarps + warp) * 32;
     if (first >= nblocks) return;
     double s = 0;
-    for_own_block(x, n, first, tile[warp], [&](float v) {
+    for_own_block(x, n, first, tile[warp], [&](float v, int) {
         const double d = (double)v;
         s = __dadd_rn(s, __dmul_rn(d, d));
     });

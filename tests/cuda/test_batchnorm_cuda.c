@@ -155,13 +155,22 @@ static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
         snprintf(what, sizeof what, "batchnorm inference forward %s x%s", cf->name, shp);
         check_exact(what, cf->act, got, y, n);
         /* with the fused ReLU, inference and training (the running statistics each side
-         * updates start from the device's values) */
+         * updates start from the device's values). The updated running mean lies below x's
+         * range [2, 5] and every output would be positive, so inference reads another: 16 in
+         * the even channels, where every output is negative (x - 16 <= -11, |gamma| >= 0.5,
+         * running var <= 2.3, |beta| <= 1) and the ReLU zeroes it, and a mean inside x's range
+         * in the odd ones, where outputs of both signs meet it. */
+        float *cm = rand_in(cf->stats, nc, 3, 4, seed + 6);
+        for (size_t k = 0; k < nc; k += 2) cm[k] = 16.0f;
+        mpx_tensor hcm = host_t(1, cs, cm), gcm = dev_tensor(cf->stats, 1, cs, cm);
         for (int training = 0; training < 2; training++) {
             mpx_batchnorm_attr fr = training ? tr : ev;
             fr.relu = 1;
             dev_poison(&gy);
-            CHECK_OK(mpx_batchnorm_forward_cpu(&fr, &hx, &hg, &hb, &erm, &erv, &hsm, &hsi, &hy));
-            CHECK_OK(mpx_batchnorm_forward_cuda(&fr, &gx, &gg, &gb, &grm, &grv, &gsm, &gsi, &gy));
+            CHECK_OK(mpx_batchnorm_forward_cpu(&fr, &hx, &hg, &hb, training ? &erm : &hcm, &erv,
+                                               &hsm, &hsi, &hy));
+            CHECK_OK(mpx_batchnorm_forward_cuda(&fr, &gx, &gg, &gb, training ? &grm : &gcm, &grv,
+                                                &gsm, &gsi, &gy));
             free(got);
             got = dev_read(&gy);
             snprintf(what, sizeof what, "batchnorm %s forward + relu %s x%s",
@@ -174,6 +183,8 @@ static void test_case(const bn_cfg *cf, const bn_shape *s, uint64_t seed) {
         free(got);
         free(rmd);
         free(rvd);
+        free(cm);
+        dev_free(&gcm);
     }
     check_device_clean(what);
     mpx_tensor *dev[] = {&gx, &gdy, &gy, &gdx, &gg, &gb, &grm, &grv, &gsm, &gsi, &gdg, &gdb};
