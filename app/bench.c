@@ -63,9 +63,10 @@ typedef struct {
     double dist_s, dist_bytes; /* the gradient all-reduce over the measured rounds */
 } variant;
 
-/* The overhead variants, in round order after the precision modes (at most 3 of those). */
+/* The overhead variants, in round order after the precision modes (at most one of each of the
+ * six). */
 enum { OV_BASE, OV_STATS, OV_ALS_UPDATE, OV_ALS_CACHED, OV_CONTROL, OV_COUNT };
-enum { MAX_MODES = 3, MAX_VARIANTS = MAX_MODES + OV_COUNT };
+enum { MAX_MODES = 6, MAX_VARIANTS = MAX_MODES + OV_COUNT };
 _Static_assert(MAX_VARIANTS <= (int)(sizeof(((mpx_bench_result *)0)->rows) / sizeof(mpx_bench_row)),
                "every variant needs a result row");
 
@@ -224,10 +225,17 @@ static mpx_status make_variants(const mpx_run_cfg *rc, const mpx_bench_opts *o, 
     int nv = 0;
     mpx_status st = MPX_OK;
     char modes[64];
-    snprintf(modes, sizeof modes, "%s", o->modes && *o->modes ? o->modes
-                                                             : mpx_precision_mode_name(rc->precision.mode));
-    for (char *save = NULL, *tok = strtok_r(modes, ",", &save); tok && st == MPX_OK && nv < MAX_MODES;
+    if (snprintf(modes, sizeof modes, "%s", o->modes && *o->modes ? o->modes
+                                                                  : mpx_precision_mode_name(rc->precision.mode)) >=
+        (int)sizeof modes)
+        return mpx_fail(MPX_ERR_INPUT, "--modes: '%s' is too long", o->modes);
+    for (char *save = NULL, *tok = strtok_r(modes, ",", &save); tok && st == MPX_OK;
          tok = strtok_r(NULL, ",", &save)) {
+        if (nv == MAX_MODES) {
+            st = mpx_fail(MPX_ERR_INPUT, "--modes: at most %d modes ('%s' is one too many)",
+                          MAX_MODES, tok);
+            break;
+        }
         variant *x = &v[nv];
         if (mpx_precision_init(&x->prec, tok, "rne", rc->train.seed) != 0) {
             st = mpx_fail(MPX_ERR_INPUT, "--modes: unknown precision mode '%s'", tok);

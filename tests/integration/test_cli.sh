@@ -117,13 +117,17 @@ assert all(v["skipped_gflop_per_step"] == 0 for v in json.load(open(sys.argv[1])
 PY
 
 # The config's own mode is timed with its whole precision policy (here stochastic rounding
-# without master weights), any other mode of --modes with that mode's defaults.
+# without master weights), any other mode of --modes with that mode's defaults; every mode
+# asked for is timed.
 expect 0 "GFLOP" -- "$MPX" bench "$tmp/ok.cfg" precision.mode=fp16 precision.rounding=stochastic \
-  precision.master_weights=false --steps 1 --warmup 0 --modes fp16,bf16 --json "$tmp/policy.json"
+  precision.master_weights=false --steps 1 --warmup 0 --modes fp32,tf32,fp16,bf16 --json "$tmp/policy.json"
+expect 2 "--modes: at most 6 modes \('fp32' is one too many\)" -- "$MPX" bench "$tmp/ok.cfg" \
+  --steps 1 --warmup 0 --modes fp32,tf32,fp16,bf16,fp8,fixed16,fp32
 checks=$((checks + 1))
 python3 - "$tmp/policy.json" <<'PY' || { fails=$((fails + 1)); echo "FAIL: bench variants' precision policy"; }
 import json, sys
 v = {r["name"]: r for r in json.load(open(sys.argv[1]))["variants"]}
+assert list(v) == ["fp32", "tf32", "fp16", "bf16"], list(v)
 assert (v["fp16"]["rounding"], v["fp16"]["master_weights"]) == ("stochastic", False), v["fp16"]
 assert (v["bf16"]["rounding"], v["bf16"]["master_weights"]) == ("rne", True), v["bf16"]
 PY

@@ -184,7 +184,7 @@ typedef enum {
 
 typedef struct {
     int n;
-    mpx_bench_row rows[8];
+    mpx_bench_row rows[12];
     int ranks;                     /* data-parallel ranks (1: one process) */
     int batch;
     int64_t eval_examples;         /* what one evaluation of the config reads */
