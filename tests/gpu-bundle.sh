@@ -41,7 +41,7 @@ cp "$bdir"/tests/cuda_* "$stage/build/tests/"
 # driver's and the toolkit's, which the GPU machine has in the versions its driver wants).
 ldd "$stage/build/mpx" "$stage"/build/tests/cuda_* | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' |
   sort -u | grep -vE '/(ld-linux[^/]*|libc|libm|libdl|libpthread|librt|libresolv|libutil)\.so' |
-  grep -vE '/lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*|nvrtc|nvJitLink)\.so' |
+  grep -vE '/lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*|nvrtc|nvJitLink|nccl)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 if ldd "$stage/build/mpx" | grep -q "not found"; then
   ldd "$stage/build/mpx" | grep "not found" >&2

@@ -6,7 +6,7 @@
 # machine's CUDA, cuBLAS and cuDNN, puts the source tree where the binaries were built
 # (/work/main: their compiled-in source paths) and the datasets where the configs read them
 # (../shared/data), runs tests/gpu-check.sh on the bundled build (default arguments:
-# --bench-steps 5 --memcheck, each memcheck at most 30 s, the whole check at most 390 s) and
+# --bench-steps 5 --memcheck, each memcheck at most 60 s, the whole check at most 440 s) and
 # copies the log, the bench JSON and a tarball of every stage's log to $OUT.
 set -u
 t0=$(date +%s)
@@ -21,8 +21,11 @@ g=$(mktemp -d)
 tar -xJf "$bundle/bundle.tar.xz" -C "$g"
 echo "gpu-run: bundle of commit $(cat "$g/commit"), tree at $(git -C "$root" rev-parse HEAD 2>/dev/null)"
 libs=$g/lib
-for n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
-  p=$(find -H /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/lib /usr/lib/x86_64-linux-gnu /opt \
+# NCCL may be only the Python wheel's (nvidia-nccl-cu13), so its site-packages are searched too.
+site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+for n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+  # shellcheck disable=SC2086
+  p=$(find -H /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/lib /usr/lib/x86_64-linux-gnu /opt $site \
         -name "$n" 2>/dev/null | head -1)
   if [ -n "$p" ]; then libs=$libs:$(dirname "$p"); else echo "gpu-run: $n not found on this machine"; fi
 done
@@ -34,7 +37,7 @@ for d in /work/shared "$(dirname "$root")/shared"; do
   [ -e "$d/data" ] || { mkdir -p "$d" && ln -s "$bundle/data" "$d/data"; }
 done
 [ $# -gt 0 ] || set -- --bench-steps 5 --memcheck
-MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-30} timeout 390 bash "$root/tests/gpu-check.sh" --no-build \
+MEMCHECK_TIMEOUT=${MEMCHECK_TIMEOUT:-60} timeout 440 bash "$root/tests/gpu-check.sh" --no-build \
   --build-dir "$g/build" --log "$g/log" "$@"
 rc=$?
 echo "gpu-run: gpu-check exit $rc"
