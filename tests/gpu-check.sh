@@ -58,7 +58,7 @@ main=$log/gpu-check.log
 : > "$main"
 say() { echo "$*" | tee -a "$main"; }
 summary=()
-result() { summary+=("$(printf '%-40s %s' "$1" "$2")"); say "== $1: $2"; }
+result() { summary+=("$(printf '%-40s %s' "$1" "$2")"); say "== $1: $2 (at $(($(date +%s) - t_start)) s)"; }
 t_start=$(date +%s)
 
 if ! nvidia-smi -L > "$log/nvidia-smi.txt" 2>&1; then
