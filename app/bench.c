@@ -63,8 +63,8 @@ typedef struct {
     double dist_s, dist_bytes; /* the gradient all-reduce over the measured rounds */
 } variant;
 
-/* The overhead variants, in round order after the precision modes (at most one of each of the
- * six). */
+/* The overhead variants, in round order after the precision modes (at most MAX_MODES of those:
+ * one per mode). */
 enum { OV_BASE, OV_STATS, OV_ALS_UPDATE, OV_ALS_CACHED, OV_CONTROL, OV_COUNT };
 enum { MAX_MODES = 6, MAX_VARIANTS = MAX_MODES + OV_COUNT };
 _Static_assert(MAX_VARIANTS <= (int)(sizeof(((mpx_bench_result *)0)->rows) / sizeof(mpx_bench_row)),
@@ -225,10 +225,9 @@ static mpx_status make_variants(const mpx_run_cfg *rc, const mpx_bench_opts *o, 
     int nv = 0;
     mpx_status st = MPX_OK;
     char modes[64];
-    if (snprintf(modes, sizeof modes, "%s", o->modes && *o->modes ? o->modes
-                                                                  : mpx_precision_mode_name(rc->precision.mode)) >=
-        (int)sizeof modes)
-        return mpx_fail(MPX_ERR_INPUT, "--modes: '%s' is too long", o->modes);
+    const char *asked = o->modes && *o->modes ? o->modes : mpx_precision_mode_name(rc->precision.mode);
+    if (snprintf(modes, sizeof modes, "%s", asked) >= (int)sizeof modes)
+        return mpx_fail(MPX_ERR_INPUT, "--modes: '%s' is too long", asked);
     for (char *save = NULL, *tok = strtok_r(modes, ",", &save); tok && st == MPX_OK;
          tok = strtok_r(NULL, ",", &save)) {
         if (nv == MAX_MODES) {

@@ -4,12 +4,13 @@
  * Bits: each result equals the CPU's (lib/numerics/moments.c, backend_cpu.c's sumsq).
  *  - moments and sumsq are double sums whose rounding depends on the order of the additions.
  *    The GPU keeps the CPU's order: the array is cut into the CPU's blocks of MBLOCK elements,
- *    ONE thread reduces one block in the CPU's order (a warp stages 32 blocks through shared
- *    memory so that the global loads stay coalesced): moments over kernels.h's MPX_K_LANES
- *    interleaved accumulators, combined in lane order; sumsq in index order, and one thread merges the block
- *    partials strictly in block order with the CPU's formulas (Chan's update for moments, a
- *    plain running sum for sumsq). Every multiply and add is a separate IEEE operation
- *    (__dmul_rn, __dadd_rn, ...): nvcc would otherwise fuse them, the CPU library does not.
+ *    ONE thread reduces one block in the CPU's order (moments over kernels.h's MPX_K_LANES
+ *    interleaved accumulators, added up in lane order; sumsq in index order; a warp stages 32
+ *    blocks through shared memory so that the global loads stay coalesced), and one thread
+ *    merges the block partials strictly in block order with the CPU's formulas (Chan's update
+ *    for moments, a plain running sum for sumsq). Every multiply and add is a separate IEEE
+ *    operation (__dmul_rn, __dadd_rn, ...): nvcc would otherwise fuse them, the CPU library does
+ *    not.
  *    The serial merge costs one dependent step per 4096 elements, like the CPU's.
  *  - absmax is an integer max on the bits, order-free; the quantile counts per binade with
  *    integer atomics, and the rank is picked on the host from the counts as on the CPU.
@@ -50,9 +51,10 @@ struct Partial {
 
 /* Calls f(v, k) on the elements of the calling lane's block (block index first + lane) in index
  * order, k = the element's index in the block % MPX_K_LANES (a constant once unrolled, so lane
- * arrays indexed by it stay in registers). Elements travel through the warp's tile [32 blocks][32 elements] (+1 column against
- * bank conflicts): row r is loaded by the whole warp, 32 consecutive floats, and lane r then
- * reads it along. Must be called by all 32 lanes (first is warp-uniform). */
+ * arrays indexed by it stay in registers). Elements travel through the warp's tile [32 blocks]
+ * [32 elements] (+1 column against bank conflicts): row r is loaded by the whole warp, 32
+ * consecutive floats, and lane r then reads it along. Must be called by all 32 lanes (first is
+ * warp-uniform). */
 template <class F>
 __device__ void for_own_block(const float *x, size_t n, size_t first, float (*tile)[33], F f) {
     const int lane = threadIdx.x & 31;
