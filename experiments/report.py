@@ -39,7 +39,7 @@ RUN_COLS = ["method", "seed", "precision", "scaling", "steps", "final_loss", "ev
             "skipped", "samples_per_s", "wall_s", "stopped", "act_nonzero", "act_flushed",
             "act_below_min", "weight_nonzero", "weight_flushed", "weight_below_min",
             "update_nonzero", "update_lost", "update_error", "operand_dy_nonzero",
-            "operand_dy_flushed", "evals", "git_commit", "threads", "host"]
+            "operand_dy_flushed", "scale_lo", "scale_hi", "evals", "git_commit", "threads", "host"]
 LAYER_COLS = ["method", "seed", "layer", "name", "kind", "act_nonzero", "act_flushed",
               "act_below_min", "weight_nonzero", "weight_flushed", "update_nonzero",
               "update_lost"]
@@ -160,6 +160,15 @@ def summarize_run(run, method, seed):
         n = tot("update_nonzero")
         row.update(update_nonzero=n, update_lost=f"{tot('lost') / n:.9g}" if n else 0,
                    update_error=f"{tot('err') / n:.9g}" if n else 0)
+    # The scale each layer's activation gradient carries (the loss scale times the adaptive
+    # factors above it), as its median over the statistics steps: scale_lo and scale_hi are the
+    # smallest and largest of those medians over the layers.
+    per_layer = {}
+    for r in export(run, "scale", optional=True) or []:
+        per_layer.setdefault(int(r["layer"]), []).append(float(r["scale"]))
+    medians = [statistics.median(v) for v in per_layer.values()]
+    row["scale_lo"] = f"{min(medians):.6g}" if medians else ""
+    row["scale_hi"] = f"{max(medians):.6g}" if medians else ""
     ops = export(run, "operands", optional=True) or []
     dy = [o for o in ops if o["operand"] == "dy"]
     row["operand_dy_nonzero"] = sum(int(o["nonzero"]) for o in dy) if ops else ""
@@ -297,7 +306,7 @@ def best_of(methods, names, key, higher):
 
 
 def explain(methods, spec, layers):
-    """The statistic that explains a verdict: underflow(M), lost(M), below_min(M)."""
+    """The statistic that explains a verdict: underflow(M), operands(M), scale(M), lost(M)."""
     out = []
     for item in filter(None, spec.split(";")):
         kind, name = item.split("(")
@@ -312,6 +321,14 @@ def explain(methods, spec, layers):
         elif kind == "operands":
             out.append(f"{name}: {pct(m.ratio('operand_dy_flushed', 'operand_dy_nonzero'), 3)}% of "
                        f"nonzero output gradients flushed to zero by the GEMM operand cast")
+        elif kind == "scale":
+            lo = [float(r["scale_lo"]) for r in m.ok if r.get("scale_lo") not in ("", None)]
+            hi = [float(r["scale_hi"]) for r in m.ok if r.get("scale_hi") not in ("", None)]
+            if lo and hi:
+                a, b = min(lo), max(hi)
+                span = f"{a:.4g}" if a == b else f"{a:.4g} to {b:.4g}"
+                out.append(f"{name}: its activation gradients carry a scale of {span} (per layer, "
+                           f"median over statistics steps)")
         elif kind == "lost":
             out.append(f"{name}: {pct(m.lost(), 2)}% of nonzero weight updates lost in storage")
     return "; ".join(out)
