@@ -26,7 +26,9 @@
 #   8 whatif            per layer and recipe, what the fp32 run's gradients would lose in FP16,
 #                       BF16, FP8 and block formats (log.whatif), at the last statistics step
 #   9 fp8_scale         per-layer scale of the E5M2 gradient operand over steps, FP8 delayed
-# Figures whose data are missing are skipped with a note.
+# Figures whose data are missing are skipped with a note. FIGURES="3 9" draws only those (the
+# others keep their files): a committed scale's figures redrawn where only some methods' runs
+# are on this machine.
 set -euo pipefail
 model=${1:?usage: figures.sh MODEL [SCALE]}
 scale=${2:-small}
@@ -48,6 +50,10 @@ else
 fi
 gp=$root/plots
 command -v gnuplot >/dev/null || { echo "figures: gnuplot not installed (make deps)" >&2; exit 2; }
+for f in ${FIGURES:-}; do
+  case $f in [1-9]) ;; *) echo "figures: FIGURES: '$f' is not a figure number (1-9)" >&2; exit 2 ;; esac
+done
+want() { [ -z "${FIGURES:-}" ] || [[ " $FIGURES " == *" $1 "* ]]; }
 mkdir -p "$tsv" "$fig"
 cd "$root"
 
@@ -164,8 +170,9 @@ done < <(cat "${lists[@]}" | grep -v '^\s*\(#\|$\)')
 [ ${#methods[@]} -gt 0 ] || { echo "figures: no run files in $runs" >&2; exit 2; }
 label() { echo "$1"; }
 
-draw() { # draw SCRIPT NAME VAR=VALUE...
+draw() { # draw SCRIPT NAME VAR=VALUE...: figure NAME (its number first) unless FIGURES leaves it out
   local script=$1 name=$2; shift 2
+  want "${name%%_*}" || return 0
   # Double-quoted for gnuplot: a value's \n is a line break (values hold no double quotes).
   local vars="out='$fig/$name'; model='$model'; scale='$scale'"
   for kv in "$@"; do vars="$vars; ${kv%%=*}=\"${kv#*=}\""; done

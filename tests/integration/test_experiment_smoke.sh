@@ -94,6 +94,15 @@ for model in resnet50 bert ssd; do
     done
     check "grep -q 'fp16_none in the per-layer figure only' \"$tmp/figures2.log\" && [ -s \"$tmp/fig_saved/5_loss_metric.svg\" ]" \
       "$model: fp16_none not taken from layers.tsv: $(tail -3 "$tmp/figures2.log")"
+    # FIGURES draws only the figures named; the others are neither drawn nor removed.
+    mkdir -p "$tmp/fig_some"; echo keep > "$tmp/fig_some/5_loss_metric.svg"
+    FIGURES="3 4" FIGDATA=$fd FIGDIR=$tmp/fig_some TSVDIR=$tmp/tsv_some bash "$root/plots/figures.sh" $model smoke \
+      > "$tmp/figures3.log" 2>&1
+    check "cmp -s \"$tmp/fig_runs/3_underflow.svg\" \"$tmp/fig_some/3_underflow.svg\" && [ -s \"$tmp/fig_some/4_adaptive_scale.png\" ] && [ \$(ls \"$tmp/fig_some\" | wc -l) -eq 5 ] && grep -qx keep \"$tmp/fig_some/5_loss_metric.svg\"" \
+      "$model: FIGURES=\"3 4\" drew $(ls "$tmp/fig_some" | tr '\n' ' ')"
+    FIGURES="3 x" bash "$root/plots/figures.sh" $model smoke > "$tmp/figures4.log" 2>&1
+    rc=$?
+    check "[ $rc -eq 2 ] && grep -q \"FIGURES: 'x'\" \"$tmp/figures4.log\"" "$model: FIGURES=\"3 x\" gave exit $rc"
     mv "$tmp/away/"*.done "$RESULTS/$model/smoke/"
   fi
   if [ "$model" != ssd ]; then
