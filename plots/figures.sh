@@ -54,6 +54,7 @@ for f in ${FIGURES:-}; do
   case $f in [1-9]) ;; *) echo "figures: FIGURES: '$f' is not a figure number (1-9)" >&2; exit 2 ;; esac
 done
 want() { [ -z "${FIGURES:-}" ] || [[ " $FIGURES " == *" $1 "* ]]; }
+note() { if want "$1"; then echo "figures: $2"; fi; } # note N TEXT: a note about figure N, if drawn
 mkdir -p "$tsv" "$fig"
 cd "$root"
 
@@ -193,7 +194,7 @@ if [ -f "$tsv/fp32/act_grad_hist.tsv" ]; then
     title="Weight gradients, all layers, FP32 run" \
     subtitle="$wz% zeros; FP16 flushes $wf% of the nonzero values ($wb% are below 2^{-24})"
 else
-  echo "figures: no fp32 run: skipping figures 1 and 2"
+  note 1 "no fp32 run: skipping figures 1 and 2"
 fi
 
 # 3: underflow rate per layer and method (flushed / nonzero summed over statistics steps), a
@@ -216,28 +217,28 @@ draw underflow.gp 3_underflow in="$tsv/underflow_heat.tsv" methods="$labels" sta
 if [ -f "$tsv/fp16_adaptive/scale.tsv" ]; then
   draw scale_map.gp 4_adaptive_scale in="$tsv/fp16_adaptive/scale.tsv"
 else
-  echo "figures: no fp16_adaptive run: skipping figure 4"
+  note 4 "no fp16_adaptive run: skipping figure 4"
 fi
 
 # 5: training loss (trailing mean) and evaluation metric per method.
 files=""
 window=""
 for m in "${methods[@]}"; do
-  [ -f "$tsv/$m/train_smooth.tsv" ] || { echo "figures: $m has no training curve here: not in figure 5"; continue; }
+  [ -f "$tsv/$m/train_smooth.tsv" ] || { note 5 "$m has no training curve here: not in figure 5"; continue; }
   [ -n "$window" ] || window=$(head -n 1 "$tsv/$m/train_smooth.tsv" | sed 's/.*loss_mean_of_\([0-9]*\)_steps.*/\1/')
   files="$files $tsv/$m/train_smooth.tsv|$tsv/$m/eval.tsv|$(label "$m")"
 done
 if [ -n "$files" ]; then
   draw loss_metric.gp 5_loss_metric files="$files" window="$window"
 else
-  echo "figures: no training curves: skipping figure 5"
+  note 5 "no training curves: skipping figure 5"
 fi
 
 # 6: the dynamic loss scale.
 if [ -f "$tsv/fp16_dynamic/dynamic.tsv" ]; then
   draw dynamic_scale.gp 6_dynamic_scale in="$tsv/fp16_dynamic/dynamic.tsv"
 else
-  echo "figures: no fp16_dynamic run: skipping figure 6"
+  note 6 "no fp16_dynamic run: skipping figure 6"
 fi
 
 # 7: lost updates of the master-weights ablation and of the runs with masters it compares with.
@@ -249,7 +250,7 @@ done
 if [ -n "$files" ]; then
   draw lost_updates.gp 7_lost_updates files="$files"
 else
-  echo "figures: no run with lost-update statistics: skipping figure 7"
+  note 7 "no run with lost-update statistics: skipping figure 7"
 fi
 
 # 8: what-if matrix of the first method with what-if counts (the fp32 run): per layer, the
@@ -269,7 +270,7 @@ if [ -n "$wi" ]; then
   draw underflow.gp 8_whatif in="$tsv/whatif_heat.tsv" methods="$recipes" stages="$stages" \
     heading="What the $wi run's activation gradients would lose in other formats, at step $step: the share of nonzero\nvalues flushed to zero, per layer and recipe (grey: none). fp16, bf16, e5m2: unscaled casts; *_current:\na per-tensor scale from the amax; mxfp8_e5m2, mxfp4: 32-element blocks, E8M0 scales; nvfp4: 16-element blocks"
 else
-  echo "figures: no run with what-if counts (log.whatif): skipping figure 8"
+  note 8 "no run with what-if counts (log.whatif): skipping figure 8"
 fi
 
 # 9: FP8 delayed scaling's per-tensor scale of each layer's incoming gradient over training.
@@ -278,5 +279,5 @@ if [ -f "$tsv/fp8_delayed/operand_scale.tsv" ]; then
     heading="FP8 delayed scaling (Transformer Engine's rule): log2 of the scale of each\nGEMM's incoming-gradient operand (E5M2) over training" \
     cbl="log2 scale" ylab="GEMM layer (forward order)"
 else
-  echo "figures: no fp8_delayed run: skipping figure 9"
+  note 9 "no fp8_delayed run: skipping figure 9"
 fi
