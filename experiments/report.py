@@ -305,6 +305,19 @@ def best_of(methods, names, key, higher):
     return (max if higher else min)(cands, key=lambda m: m.mean(key))
 
 
+def sweep_incomplete(methods, names, need):
+    """Why best(...)/worst(...) cannot be picked yet, or None: every member must have run with
+    `need` seeds (diverged runs count: a diverged scale is part of the sweep), else the pick
+    would be the best of whatever happened to run."""
+    absent = [n for n in names if n not in methods or not methods[n].rows]
+    if absent:
+        return f"sweep incomplete: {', '.join(absent)} not run"
+    few = [f"{n} ({len(methods[n].rows)})" for n in names if len(methods[n].rows) < need]
+    if few:
+        return f"sweep members with fewer than {need} seeds: {', '.join(few)}"
+    return None
+
+
 def explain(methods, spec, layers):
     """The statistic that explains a verdict: underflow(M), operands(M), scale(M), lost(M)."""
     out = []
@@ -363,9 +376,13 @@ def evaluate(c, methods, layers, od):
         if lo > thr:
             return "fails", ours, f"the 95% interval lies above {100 * thr:.2f}%"
         return "not shown", ours, f"the 95% interval contains {100 * thr:.2f}%"
+    need_seeds = 3
     a = methods.get(c["a"])
     if c["b"].startswith("best(") or c["b"].startswith("worst("):
         names = c["b"][c["b"].index("(") + 1:-1].split(",")
+        why = sweep_incomplete(methods, names, need_seeds)
+        if why:
+            return "not shown", (fmt(a) + " vs —" if a is not None and a.values(key) else "—"), why
         b = best_of(methods, names, key, higher if c["b"].startswith("best(") else not higher)
     else:
         b = methods.get(c["b"])
@@ -389,7 +406,6 @@ def evaluate(c, methods, layers, od):
         why = (f"{a.name} flushes less than {b.name} in {len(lower)} of the {len(under)} layers "
                f"where {b.name} flushes any (needed: {100 * need:.0f}%)")
         return ("holds" if frac >= need else "fails"), ours, why
-    need_seeds = 3
     na, nb = len(a.values(key)), len(b.values(key))
     diverged_a = a.diverged == len(a.rows) and len(a.rows) >= 1
     if kind == "worse" and diverged_a and b.diverged == 0 and len(a.rows) >= need_seeds:
@@ -535,7 +551,8 @@ def table(model, scale, quiet=False):
         md += ["", "## Claims", "",
                "Each claim of the papers as a test on the runs above (experiments/claims/"
                f"{model}.tsv; the rules in experiments/claims/README.md): holds, fails, or not "
-               "shown (fewer than 3 seeds, or a difference smaller than its margin).", "",
+               "shown (fewer than 3 seeds, a sweep not complete, or a difference smaller than "
+               "its margin).", "",
                "| id | paper, place | claim | paper | ours | verdict | why |",
                "|---|---|---|---|---|---|---|"]
         for c in claims:
