@@ -8,7 +8,12 @@
  *  - saturation at both ends, Inf and NaN; stochastic rounding's mean (unbiased within 5 sigma);
  *  - the counted quantize: its values and counts on a constructed tensor, and on a large random
  *    tensor the scalar cast's values with the counter-drawn random words (so threads cannot
- *    change them) and counts that add up.
+ *    change them) and counts that add up;
+ *  - the quantize loop (written apart from the scalar cast, without libm) bit for bit against the
+ *    scalar cast and ref_code, signs of zero included, at f = 0, 8, 14, 24 under both roundings,
+ *    with and without counting, on values at every rounding and saturation edge (the stochastic
+ *    test's r + 1 = 2^32 frac among them) and 200,000 random ones; its counts against counts
+ *    taken from ref_code.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -173,10 +178,100 @@ static void test_quantize_counts(void) {
     free(b);
 }
 
+/* The quantize loop against the scalar cast, bit for bit (a code 0 is +0), and against ref_code;
+ * with and without counting, which must not change a value; counts derived from ref_code. */
+static void test_quantize_bits(void) {
+    static const float edges[] = {0.0f, -0.0f, 0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, 0.49999997f,
+                                  -0.49999997f, 32766.5f, 32767.0f, 32767.25f, 32767.5f,
+                                  -32767.5f, -32768.0f, -32768.25f, -32768.5f, 32768.0f, 65535.0f,
+                                  65536.0f, -65537.0f, 8388607.5f, 8388608.0f, 1e30f, -1e30f,
+                                  3.4028235e38f, 1e-45f, -1e-45f, 1.1754944e-38f, INFINITY,
+                                  -INFINITY, NAN};
+    const size_t ne = sizeof edges / sizeof *edges, nr = 200000, n = 4 * ne + nr;
+    float *x = malloc(n * sizeof *x), *y0 = malloc(n * sizeof *y0), *y1 = malloc(n * sizeof *y1);
+    REQUIRE_VOID(x && y0 && y1, "out of memory");
+    static const int fracs[] = {0, 8, 14, 24};
+    for (int fi = 0; fi < 4; fi++) {
+        const int f = fracs[fi];
+        /* the edges in units of 2^-f, and as they are (huge and tiny at every f) */
+        for (size_t i = 0; i < ne; i++) {
+            x[i] = ldexpf(edges[i], -f);
+            x[ne + i] = edges[i];
+            x[2 * ne + i] = nextafterf(ldexpf(edges[i], -f), INFINITY);
+            x[3 * ne + i] = nextafterf(ldexpf(edges[i], -f), -INFINITY);
+        }
+        mpx_rng g = mpx_rng_make(21, (uint64_t)f, 0);
+        for (size_t i = 4 * ne; i < n; i++)
+            x[i] = ldexpf(mpx_rng_uniform(&g) - 0.5f, (int)mpx_rng_below(&g, 40) - 20 - f / 2);
+        /* The stochastic rule's edge: where element i's word r has r + 1 = 2^32 frac exactly
+         * (r + 1 a multiple of 2^8, so that frac fits a float), r < floor(2^32 frac) rounds up. */
+        size_t edge = 0;
+        for (size_t i = 4 * ne; i < n; i++) {
+            const uint32_t r = mpx_rand_u32(7, (uint64_t)MPX_RNG_ROUNDING ^ 3, 500 + i);
+            if ((((uint64_t)r + 1) & 0xff) == 0) {
+                x[i] = ldexpf((float)ldexp((double)r + 1.0, -32), -f) * (i & 1 ? -1.0f : 1.0f);
+                edge++;
+            }
+        }
+        CHECK(edge > 100, "f=%d: %zu elements on the stochastic edge", f, edge);
+        for (int sr = 0; sr < 2; sr++) {
+            const mpx_fixed_spec s = {f, sr ? MPX_ROUND_STOCHASTIC : MPX_ROUND_RNE, 7, 3, 500};
+            mpx_cast_stats st, want;
+            memset(&st, 0, sizeof st);
+            memset(&want, 0, sizeof want);
+            mpx_fixed_quantize(&s, x, y0, n, NULL);
+            mpx_fixed_quantize(&s, x, y1, n, &st);
+            size_t bad = 0, badref = 0, first = n;
+            for (size_t i = 0; i < n; i++) {
+                const uint32_t r = sr ? mpx_rand_u32(7, (uint64_t)MPX_RNG_ROUNDING ^ 3, 500 + i) : 0;
+                const int fin = isfinite(x[i]);
+                const int16_t c = mpx_f32_to_q16(x[i], f, sr, r, NULL);
+                int rsat;
+                const int32_t rc = ref_code(x[i], f, sr, r, &rsat);
+                const float w = fin ? mpx_q16_to_f32(c, f) : x[i];
+                uint32_t b0, b1, bw;
+                memcpy(&b0, &y0[i], 4);
+                memcpy(&b1, &y1[i], 4);
+                memcpy(&bw, &w, 4);
+                if (b0 != bw || b1 != bw) {
+                    bad++;
+                    if (first == n) first = i;
+                }
+                badref += fin && rc != c;
+                const int nz = x[i] != 0.0f;
+                want.nonzero += nz;
+                want.nonfinite += !fin;
+                want.flushed += nz && fin && rc == 0;
+                want.overflow += fin && rsat;
+                want.below_min += nz && fin && fabsf(x[i]) < ldexpf(1.0f, -f);
+            }
+            CHECK(bad == 0, "f=%d %s: %zu of %zu values differ from the scalar cast in their bits "
+                  "(first: x=%a -> %a, counting %a)", f, sr ? "stochastic" : "rne", bad, n,
+                  first < n ? x[first] : 0.0f, first < n ? y0[first] : 0.0f,
+                  first < n ? y1[first] : 0.0f);
+            CHECK(badref == 0, "f=%d %s: %zu codes differ from ref_code", f,
+                  sr ? "stochastic" : "rne", badref);
+            CHECK(st.count == n && st.nonzero == want.nonzero && st.nonfinite == want.nonfinite &&
+                      st.flushed == want.flushed && st.overflow == want.overflow &&
+                      st.below_min == want.below_min && st.subnormal == 0,
+                  "f=%d %s: counts nonzero %llu/%llu flushed %llu/%llu overflow %llu/%llu "
+                  "below_min %llu/%llu", f, sr ? "stochastic" : "rne",
+                  (unsigned long long)st.nonzero, (unsigned long long)want.nonzero,
+                  (unsigned long long)st.flushed, (unsigned long long)want.flushed,
+                  (unsigned long long)st.overflow, (unsigned long long)want.overflow,
+                  (unsigned long long)st.below_min, (unsigned long long)want.below_min);
+        }
+    }
+    free(x);
+    free(y0);
+    free(y1);
+}
+
 int main(void) {
     test_codes();
     test_random();
     test_edges();
     test_quantize_counts();
+    test_quantize_bits();
     return mpx_test_done("test_fixed16");
 }
