@@ -30,11 +30,24 @@ static inline float one_if(int c) {
     return f;
 }
 
+/* floor(2^32 d) for d in [0, 1) as a uint32, exactly, in float and int32 steps only (they
+ * vectorize; a double or a uint32 conversion does not, two lanes at best): 2^32 d is exact in
+ * float; below 2^23 it is floored as in q16_code, above it is an integer already; its high and
+ * low 16 bits are split in float (exact: integers below 2^24) and joined as integers. */
+static inline uint32_t floor_2p32(float d) {
+    const float f = d * 0x1p32f;
+    const float t = (f + 0x1p23f) - 0x1p23f;
+    const float g = f < 0x1p23f ? t - one_if(t > f) : f;
+    const float h = g * 0x1p-16f, th = (h + 0x1p23f) - 0x1p23f, hi = th - one_if(th > h);
+    const float lo = g - hi * 0x1p16f;
+    return ((uint32_t)(int32_t)hi << 16) | (uint32_t)(int32_t)lo;
+}
+
 /* The code of finite x as a float, *sat set where it saturated: mpx_f32_to_q16 written for a
  * loop. |x 2^f| is capped at 2^16 (past the int16 range, so it saturates all the same) and
  * rounded to an integer by adding and taking away 2^23 (exact, to nearest even, below 2^23; 2^23
- * is even); floor is that minus one where it rounded up, and the stochastic test
- * r < floor(2^32 frac) is r + 1 <= 2^32 frac (r is an integer), in double. No libm call. */
+ * is even); floor is that minus one where it rounded up, and the stochastic test is
+ * r < floor(2^32 frac) with floor_2p32. No libm call. */
 static inline float q16_code(float x, float up, int stochastic, uint32_t r, int *sat) {
     const float v = x * up;
     float a = fabsf(v);
@@ -42,8 +55,7 @@ static inline float q16_code(float x, float up, int stochastic, uint32_t r, int 
     float mag = (a + 0x1p23f) - 0x1p23f;
     if (stochastic) {
         const float lo = mag - one_if(mag > a);
-        mag = lo + one_if((double)(int32_t)(r ^ 0x80000000u) + 0x1p31 + 1.0 <=
-                          0x1p32 * (double)(a - lo));
+        mag = lo + one_if(r < floor_2p32(a - lo));
     }
     const float q = copysignf(mag, v);
     *sat = q > 32767.0f || q < -32768.0f;

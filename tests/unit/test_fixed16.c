@@ -12,7 +12,7 @@
  *  - the quantize loop (written apart from the scalar cast, without libm) bit for bit against the
  *    scalar cast and ref_code, signs of zero included, at f = 0, 8, 14, 24 under both roundings,
  *    with and without counting, on values at every rounding and saturation edge (the stochastic
- *    test's r + 1 = 2^32 frac among them) and 200,000 random ones; its counts against counts
+ *    test's 2^32 frac = r + 1, r and r + 1/2 among them) and 200,000 random ones; its counts against counts
  *    taken from ref_code.
  */
 #include <math.h>
@@ -203,17 +203,21 @@ static void test_quantize_bits(void) {
         mpx_rng g = mpx_rng_make(21, (uint64_t)f, 0);
         for (size_t i = 4 * ne; i < n; i++)
             x[i] = ldexpf(mpx_rng_uniform(&g) - 0.5f, (int)mpx_rng_below(&g, 40) - 20 - f / 2);
-        /* The stochastic rule's edge: where element i's word r has r + 1 = 2^32 frac exactly
-         * (r + 1 a multiple of 2^8, so that frac fits a float), r < floor(2^32 frac) rounds up. */
+        /* The stochastic rule's edges: where element i's word r has 2^32 frac = r + 1 or = r
+         * exactly (a multiple of 2^8, so that frac fits a float), r < floor(2^32 frac) rounds
+         * up and does not; where r < 2^22, 2^32 frac = r + 1/2 does not (floor, not nearest). */
         size_t edge = 0;
         for (size_t i = 4 * ne; i < n; i++) {
             const uint32_t r = mpx_rand_u32(7, (uint64_t)MPX_RNG_ROUNDING ^ 3, 500 + i);
-            if ((((uint64_t)r + 1) & 0xff) == 0) {
-                x[i] = ldexpf((float)ldexp((double)r + 1.0, -32), -f) * (i & 1 ? -1.0f : 1.0f);
+            const double k = (((uint64_t)r + 1) & 0xff) == 0 ? (double)r + 1.0
+                             : (r & 0xff) == 0 && r ? (double)r
+                             : r < (1u << 22) ? (double)r + 0.5 : 0.0;
+            if (k != 0.0) {
+                x[i] = ldexpf((float)ldexp(k, -32), -f) * (i & 1 ? -1.0f : 1.0f);
                 edge++;
             }
         }
-        CHECK(edge > 100, "f=%d: %zu elements on the stochastic edge", f, edge);
+        CHECK(edge > 200, "f=%d: %zu elements on the stochastic edge", f, edge);
         for (int sr = 0; sr < 2; sr++) {
             const mpx_fixed_spec s = {f, sr ? MPX_ROUND_STOCHASTIC : MPX_ROUND_RNE, 7, 3, 500};
             mpx_cast_stats st, want;
