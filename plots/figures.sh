@@ -194,7 +194,7 @@ if [ -f "$tsv/fp32/act_grad_hist.tsv" ]; then
     title="Weight gradients, all layers, FP32 run" \
     subtitle="$wz% zeros; FP16 flushes $wf% of the nonzero values ($wb% are below 2^{-24})"
 else
-  note 1 "no fp32 run: skipping figures 1 and 2"
+  note 1 "no fp32 run: skipping figure 1"; note 2 "no fp32 run: skipping figure 2"
 fi
 
 # 3: underflow rate per layer and method (flushed / nonzero summed over statistics steps), a
