@@ -78,6 +78,11 @@ static void quantize_fast(mpx_dtype fmt, float scale, const float *src, float *d
     }
 }
 
+/* 2^k, exact, for k in E8M0's [-127, 127] (2^-127 is an FP32 subnormal). */
+static inline float pow2f(int k) {
+    return k >= -126 ? u2f((uint32_t)(k + 127) << 23) : u2f(1u << (k + 149));
+}
+
 /* One chunk of mpx_fp8_quantize, with its own counts. */
 static void quantize_chunk(mpx_dtype fmt, float scale, const float *src, float *dst, size_t m,
                            mpx_cast_stats *st) {
@@ -160,8 +165,12 @@ static void mx_chunk(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *d
     int nb = 0;
     for (size_t b0 = 0; b0 < len; b0 += MPX_MX_BLOCK, nb++) {
         const size_t b1 = b0 + MPX_MX_BLOCK < len ? b0 + MPX_MX_BLOCK : len;
-        float amax = 0;
-        for (size_t i = b0; i < b1; i++) amax = max_nan(amax, fabsf(src[i]));
+        uint32_t abits = 0; /* max |x| on the bits: ordered as the values, any NaN above Inf */
+        for (size_t i = b0; i < b1; i++) {
+            const uint32_t a = f2u(src[i]) & 0x7fffffffu;
+            abits = a > abits ? a : abits;
+        }
+        const float amax = u2f(abits);
         const int e = mpx_mx_exponent(fmt, rule, isnan(amax) ? INFINITY : amax);
         exps[nb] = e;
         s->blocks++;
@@ -173,7 +182,7 @@ static void mx_chunk(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *d
             if (e < s->min_exp) s->min_exp = e;
             if (e > s->max_exp) s->max_exp = e;
         }
-        const float down = e == MPX_MX_NAN_EXP ? 1.0f : ldexpf(1.0f, -e);
+        const float down = e == MPX_MX_NAN_EXP ? 1.0f : pow2f(-e);
         for (size_t i = b0; i < b1; i++) tmp[i] = src[i] * down; /* exact */
     }
     if (stats) {
@@ -189,7 +198,7 @@ static void mx_chunk(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *d
     for (size_t b0 = 0; b0 < len; b0 += MPX_MX_BLOCK, nb++) {
         const size_t b1 = b0 + MPX_MX_BLOCK < len ? b0 + MPX_MX_BLOCK : len;
         const int e = exps[nb];
-        const float up = ldexpf(1.0f, e == MPX_MX_NAN_EXP ? 0 : e);
+        const float up = pow2f(e == MPX_MX_NAN_EXP ? 0 : e);
         for (size_t i = b0; i < b1; i++) dst[i] = e == MPX_MX_NAN_EXP ? NAN : tmp[i] * up;
     }
 }

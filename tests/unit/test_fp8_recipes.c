@@ -10,7 +10,9 @@
  *  - MX block exponents under both rules on constructed amaxes (exactly a power of two, just
  *    above one, the format's max, beyond E8M0's range) and MX quantization on constructed
  *    blocks (saturation under the floor rule, none under ceil, an all-zero block, NaN and Inf
- *    blocks, FP32-subnormal-only blocks, rows that end inside a block) against the reference.
+ *    blocks, FP32-subnormal-only blocks, rows that end inside a block) against the reference;
+ *    on a large random tensor in both formats and rules, the fast path in place the counted
+ *    path's bits (per-tensor quantization in place too).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -63,6 +65,12 @@ static void check_quantize(mpx_dtype fmt, ref_format *R) {
         mpx_cast_stats st;
         memset(&st, 0, sizeof st);
         mpx_fp8_quantize(fmt, s, x, fast, n, NULL);
+        memcpy(cnt, x, n * sizeof *x); /* in place, as the graph calls it */
+        mpx_fp8_quantize(fmt, s, cnt, cnt, n, NULL);
+        long bad_inplace = 0;
+        for (size_t i = 0; i < n; i++) bad_inplace += !same(fast[i], cnt[i]);
+        CHECK(bad_inplace == 0, "%s scale %g: in place and out of place differ in %ld", R->name, s,
+              bad_inplace);
         mpx_fp8_quantize(fmt, s, x, cnt, n, &st);
         long bad_ref = 0, bad_paths = 0;
         size_t first = n;
@@ -188,6 +196,59 @@ static void check_mx(void) {
     ref_free(&R);
 }
 
+/* MX quantization of a large tensor in both formats and both rules: the fast path (no counts,
+ * the one training takes between statistics steps) gives the counted path's bits, and the
+ * counted path the reference's, block by block. Rows of 1000 (blocks end inside rows), 64 rows
+ * (past the size at which the quantizer goes parallel); per block a random binade over 60, and
+ * blocks of zeros, of FP32 subnormals, with a NaN, with an Inf. */
+static void check_mx_paths(void) {
+    enum { ROW = 1000, ROWS = 64, N = ROW * ROWS };
+    float *x = malloc(N * sizeof *x), *fast = malloc(N * sizeof *x), *cnt = malloc(N * sizeof *x);
+    mpx_rng r = mpx_rng_make(11, MPX_RNG_TEST, 0);
+    for (int b = 0; b < N; b += 32) {
+        const int kind = (int)mpx_rng_below(&r, 20), e = (int)mpx_rng_below(&r, 60) - 40;
+        for (int i = b; i < b + 32 && i < N; i++) {
+            const float m = (mpx_rng_uniform(&r) - 0.5f) * 2;
+            x[i] = kind == 0 ? 0.0f : kind == 1 ? 0x1p-140f * m : ldexpf(m, e);
+        }
+        if (kind == 2) x[b + 5] = NAN;
+        if (kind == 3) x[b + 7] = -INFINITY;
+    }
+    for (int f = 0; f < 2; f++) {
+        const mpx_dtype fmt = f ? MPX_F8_E5M2 : MPX_F8_E4M3;
+        ref_format R = f ? ref_e5m2() : ref_e4m3();
+        for (int rule = 0; rule < 2; rule++) {
+            mpx_cast_stats st;
+            memset(&st, 0, sizeof st);
+            memcpy(fast, x, N * sizeof *x); /* in place, as the graph calls it */
+            mpx_mx_quantize(fmt, (mpx_mx_rule)rule, fast, fast, N, ROW, NULL, NULL);
+            mpx_mx_quantize(fmt, (mpx_mx_rule)rule, x, cnt, N, ROW, &st, NULL);
+            long paths = 0, bad = 0;
+            for (int b = 0; b < N;) {
+                const int row = b / ROW, b1 = b + 32 < (row + 1) * ROW ? b + 32 : (row + 1) * ROW;
+                float amax = 0;
+                for (int i = b; i < b1; i++)
+                    amax = isnan(amax) || isnan(x[i]) ? NAN : fmaxf(amax, fabsf(x[i]));
+                const int e = mpx_mx_exponent(fmt, (mpx_mx_rule)rule, isnan(amax) ? INFINITY : amax);
+                for (int i = b; i < b1; i++) {
+                    const float want =
+                        e == MPX_MX_NAN_EXP ? NAN : ldexpf(ref_quant(&R, ldexpf(x[i], -e), 1.0f), e);
+                    bad += !same(cnt[i], want);
+                    paths += !same(fast[i], cnt[i]);
+                }
+                b = b1;
+            }
+            CHECK(bad == 0, "mx %s %s: %ld of %d elements differ from the reference", R.name,
+                  rule ? "ceil" : "floor", bad, N);
+            CHECK(paths == 0, "mx %s %s: the fast and the counted path differ in %ld elements",
+                  R.name, rule ? "ceil" : "floor", paths);
+            CHECK(st.count == N, "mx %s: %llu counted of %d", R.name, (unsigned long long)st.count, N);
+        }
+        ref_free(&R);
+    }
+    free(x), free(fast), free(cnt);
+}
+
 int main(void) {
     ref_format e4 = ref_e4m3(), e5 = ref_e5m2();
     check_quantize(MPX_F8_E4M3, &e4);
@@ -196,5 +257,6 @@ int main(void) {
     ref_free(&e5);
     check_scales();
     check_mx();
+    check_mx_paths();
     return mpx_test_done(__FILE__);
 }
