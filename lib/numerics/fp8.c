@@ -34,18 +34,6 @@ size_t mpx_fp8_saturate(mpx_dtype fmt, float *x, size_t n) {
 
 enum { QCHUNK = 4096 };
 
-static inline uint32_t f2u(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static inline float u2f(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* The FP8 value nearest x under RNE, saturating at +-max (x finite): the value mpx_cast and
  * mpx_decode give after mpx_fp8_saturate, by arithmetic instead of codes. Below the smallest
  * normal the grid is the subnormal quantum q, and t + 2^23 - 2^23 rounds t = |x| / q (< 2^23)
@@ -57,9 +45,9 @@ static inline float fp8_nearest(float x, int mbits, float min_normal, float q, f
         r = ((a / q + 8388608.0f) - 8388608.0f) * q;
     } else {
         const int sh = 23 - mbits;
-        uint32_t u = f2u(a);
+        uint32_t u = mpx_fp_bits(a);
         u += (1u << (sh - 1)) - 1 + ((u >> sh) & 1u);
-        r = u2f(u & ~((1u << sh) - 1u));
+        r = mpx_fp_float(u & ~((1u << sh) - 1u));
     }
     return copysignf(r < max ? r : max, x);
 }
@@ -80,7 +68,7 @@ static void quantize_fast(mpx_dtype fmt, float scale, const float *src, float *d
 
 /* 2^k, exact, for k in E8M0's [-127, 127] (2^-127 is an FP32 subnormal). */
 static inline float pow2f(int k) {
-    return k >= -126 ? u2f((uint32_t)(k + 127) << 23) : u2f(1u << (k + 149));
+    return k >= -126 ? mpx_fp_float((uint32_t)(k + 127) << 23) : mpx_fp_float(1u << (k + 149));
 }
 
 /* One chunk of mpx_fp8_quantize, with its own counts. */
@@ -167,10 +155,10 @@ static void mx_chunk(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *d
         const size_t b1 = b0 + MPX_MX_BLOCK < len ? b0 + MPX_MX_BLOCK : len;
         uint32_t abits = 0; /* max |x| on the bits: ordered as the values, any NaN above Inf */
         for (size_t i = b0; i < b1; i++) {
-            const uint32_t a = f2u(src[i]) & 0x7fffffffu;
+            const uint32_t a = mpx_fp_bits(src[i]) & 0x7fffffffu;
             abits = a > abits ? a : abits;
         }
-        const float amax = u2f(abits);
+        const float amax = mpx_fp_float(abits);
         const int e = mpx_mx_exponent(fmt, rule, isnan(amax) ? INFINITY : amax);
         exps[nb] = e;
         s->blocks++;
