@@ -571,10 +571,15 @@ def export_dataset(model, scale):
     for run in sorted(glob.glob(os.path.join(runs_root, "*-s*.h5"))):
         rows = export(run, "summary")
         if rows:
-            d = rows[0]["dataset"]
+            kind, sep, path = rows[0]["dataset"].rpartition(":")
+            if path.startswith("/"):
+                path = os.path.normpath(path)  # a run from a worktree names its ROOT/../shared
             shared = os.path.normpath(os.path.join(ROOT, "..", "shared"))
-            d = d.replace(shared, "../shared").replace(ROOT + "/", "")
-            return d
+            if path == shared or path.startswith(shared + "/"):
+                path = "../shared" + path[len(shared):]
+            elif path.startswith(ROOT + "/"):
+                path = path[len(ROOT) + 1:]
+            return kind + sep + path
     prev = os.path.join(out_dir(model, scale), "table.md")
     if os.path.exists(prev):
         with open(prev) as f:
