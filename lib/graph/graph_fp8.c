@@ -7,13 +7,15 @@
  * FP32 operator then multiplies; casts saturate as Transformer Engine's do (products of FP8
  * values are exact in FP32; Transformer Engine
  * applies the inverse scales to the FP32 accumulator instead, a difference of one FP32 rounding
- * per element, none with power-of-two scales). MXFP8 blocks run along each operand's rows, the
- * reduction dimension of the forward and data-gradient GEMMs (for the weight gradient, where
- * the reduction runs over positions, Transformer Engine re-blocks the transposed operand; here
- * the row blocks are kept: a documented deviation). Statistics steps count each cast into the
- * layer's row (stats.h: fp8, operand_scale); delayed scaling notes each operand's amax during the
- * backward pass and pushes it into the node's history when the pass ends. The backend quantizes
- * (backend.h: fp8_quantize, mx_quantize), so the mode runs on every backend.
+ * per element, none with power-of-two scales). MXFP8 blocks run along each operand's last
+ * dimension in every GEMM that reads it: the reduction dimension of the forward GEMM for inputs,
+ * of the data-gradient GEMM for output gradients and weights ([IN, OUT], HWIO: blocked along
+ * OUT, where Transformer Engine blocks the forward's copy along IN) — deviations from the spec's
+ * blocks along each GEMM's reduction, documented in docs/numerics.md. Statistics steps count
+ * each cast into the layer's row (stats.h: fp8, operand_scale); delayed scaling notes each
+ * operand's amax during the backward pass and pushes it into the node's history when the pass
+ * ends. The backend quantizes (backend.h: fp8_quantize, mx_quantize), so the mode runs on every
+ * backend.
  */
 #include <math.h>
 #include <stdlib.h>
