@@ -39,7 +39,7 @@ RUN_COLS = ["method", "seed", "precision", "scaling", "steps", "final_loss", "ev
             "skipped", "samples_per_s", "wall_s", "stopped", "act_nonzero", "act_flushed",
             "act_below_min", "weight_nonzero", "weight_flushed", "weight_below_min",
             "update_nonzero", "update_lost", "update_error", "operand_dy_nonzero",
-            "operand_dy_flushed", "scale_lo", "scale_hi", "evals", "git_commit", "threads", "host"]
+            "operand_dy_flushed", "operand_nonzero", "operand_saturated", "scale_lo", "scale_hi", "evals", "git_commit", "threads", "host"]
 LAYER_COLS = ["method", "seed", "layer", "name", "kind", "act_nonzero", "act_flushed",
               "act_below_min", "weight_nonzero", "weight_flushed", "update_nonzero",
               "update_lost"]
@@ -173,6 +173,10 @@ def summarize_run(run, method, seed):
     dy = [o for o in ops if o["operand"] == "dy"]
     row["operand_dy_nonzero"] = sum(int(o["nonzero"]) for o in dy) if ops else ""
     row["operand_dy_flushed"] = sum(int(o["flushed"]) for o in dy) if ops else ""
+    # all three operands (inputs, weights, output gradients): values the cast clamped to the
+    # format's largest finite value
+    row["operand_nonzero"] = sum(int(o["nonzero"]) for o in ops) if ops else ""
+    row["operand_saturated"] = sum(int(o["saturated"]) for o in ops) if ops else ""
     lrows = []
     for i in sorted(layers):
         L = layers[i]
@@ -332,8 +336,11 @@ def explain(methods, spec, layers):
                        f"activation gradients flushed to zero, {pct(m.ratio('act_below_min', 'act_nonzero'), 3)}% "
                        f"below 2^-24; weight gradients {pct(m.ratio('weight_flushed', 'weight_nonzero'), 3)}%")
         elif kind == "operands":
+            sat = m.ratio("operand_saturated", "operand_nonzero")
             out.append(f"{name}: {pct(m.ratio('operand_dy_flushed', 'operand_dy_nonzero'), 3)}% of "
-                       f"nonzero output gradients flushed to zero by the GEMM operand cast")
+                       f"nonzero output gradients flushed to zero by the GEMM operand cast"
+                       + ("" if sat is None else f", {pct(sat, 3)}% of nonzero operand values "
+                          "(inputs, weights, gradients) saturated"))
         elif kind == "scale":
             lo = [float(r["scale_lo"]) for r in m.ok if r.get("scale_lo") not in ("", None)]
             hi = [float(r["scale_hi"]) for r in m.ok if r.get("scale_hi") not in ("", None)]
@@ -496,7 +503,10 @@ def table(model, scale, quiet=False):
               "weight unchanged (FP32 masters, or the 16-bit weights without them). samples/s: "
               "median training throughput. Operand dy flushed: in the modes that quantize the "
               "GEMM operands as they are read (fp8, fixed16), nonzero output gradients their cast "
-              "flushed to zero (the underflow column then still counts FP16's). " +
+              "flushed to zero (the underflow column then still counts FP16's); operands "
+              "saturated: nonzero values of all three operands (inputs, weights, gradients) the "
+              "cast clamped to the format's largest finite value (runs summarised before this "
+              "column: —). " +
               PAPER_NOTE.get(model, ""))
     md.append("")
     md.append(f"Runs: {len(runs)} from commits {', '.join(commits)}; host: "
@@ -504,9 +514,9 @@ def table(model, scale, quiet=False):
               "`layers.tsv` beside this file.")
     md.append("")
     md.append(f"| method | precision | scaling | runs | diverged | {metric} | eval loss | "
-              "underflow % | operand dy flushed % | lost updates % | skipped steps | samples/s | "
+              "underflow % | operand dy flushed % | operands saturated % | lost updates % | skipped steps | samples/s | "
               "steps to target | paper |")
-    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     csv_rows = []
     for name, m in methods.items():
         if not m.rows:
@@ -521,7 +531,8 @@ def table(model, scale, quiet=False):
         md.append(f"| {name} | {r0['precision']} | {r0['scaling']} | {len(m.rows)} | {m.diverged} | "
                   f"{cell} | {'—' if el is None else f'{el:.4f}'} | "
                   f"{pct(m.ratio('act_flushed', 'act_nonzero'), 3)} | "
-                  f"{pct(m.ratio('operand_dy_flushed', 'operand_dy_nonzero'), 3)} | {pct(m.lost())} | "
+                  f"{pct(m.ratio('operand_dy_flushed', 'operand_dy_nonzero'), 3)} | "
+                  f"{pct(m.ratio('operand_saturated', 'operand_nonzero'), 3)} | {pct(m.lost())} | "
                   f"{'—' if sk is None else f'{sk:.1f}'} | {'—' if sps is None else f'{sps:.1f}'} | "
                   f"{'—' if stt is None else f'{stt:.0f}'} | {pv + ' (' + ps + ')' if pv else '—'} |")
         csv_rows.append({"model": model, "scale": scale, "method": name,
@@ -534,6 +545,8 @@ def table(model, scale, quiet=False):
                          else f"{m.ratio('act_flushed', 'act_nonzero'):.6g}",
                          "operand_dy_flushed": "" if m.ratio("operand_dy_flushed", "operand_dy_nonzero")
                          is None else f"{m.ratio('operand_dy_flushed', 'operand_dy_nonzero'):.6g}",
+                         "operands_saturated": "" if m.ratio("operand_saturated", "operand_nonzero")
+                         is None else f"{m.ratio('operand_saturated', 'operand_nonzero'):.6g}",
                          "lost_updates": "" if m.lost() is None else f"{m.lost():.6g}",
                          "skipped_mean": "" if sk is None else f"{sk:.1f}",
                          "samples_per_s": "" if sps is None else f"{sps:.1f}",
