@@ -39,7 +39,8 @@ RUN_COLS = ["method", "seed", "precision", "scaling", "steps", "final_loss", "ev
             "skipped", "samples_per_s", "wall_s", "stopped", "act_nonzero", "act_flushed",
             "act_below_min", "weight_nonzero", "weight_flushed", "weight_below_min",
             "update_nonzero", "update_lost", "update_error", "operand_dy_nonzero",
-            "operand_dy_flushed", "operand_nonzero", "operand_saturated", "scale_lo", "scale_hi", "evals", "git_commit", "threads", "host"]
+            "operand_dy_flushed", "operand_nonzero", "operand_saturated", "scale_lo", "scale_hi",
+            "evals", "git_commit", "threads", "host"]
 LAYER_COLS = ["method", "seed", "layer", "name", "kind", "act_nonzero", "act_flushed",
               "act_below_min", "weight_nonzero", "weight_flushed", "update_nonzero",
               "update_lost"]
@@ -514,8 +515,8 @@ def table(model, scale, quiet=False):
               "`layers.tsv` beside this file.")
     md.append("")
     md.append(f"| method | precision | scaling | runs | diverged | {metric} | eval loss | "
-              "underflow % | operand dy flushed % | operands saturated % | lost updates % | skipped steps | samples/s | "
-              "steps to target | paper |")
+              "underflow % | operand dy flushed % | operands saturated % | lost updates % | "
+              "skipped steps | samples/s | steps to target | paper |")
     md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     csv_rows = []
     for name, m in methods.items():
@@ -584,7 +585,10 @@ def export_dataset(model, scale):
     for run in sorted(glob.glob(os.path.join(runs_root, "*-s*.h5"))):
         rows = export(run, "summary")
         if rows:
-            kind, sep, path = rows[0]["dataset"].rpartition(":")
+            d = rows[0]["dataset"]  # KIND:PATH, a bare path, or a name
+            kind, sep, path = ("", "", d) if d.startswith("/") else d.partition(":")
+            if not sep:
+                kind, path = "", d
             if path.startswith("/"):
                 path = os.path.normpath(path)  # a run from a worktree names its ROOT/../shared
             shared = os.path.normpath(os.path.join(ROOT, "..", "shared"))

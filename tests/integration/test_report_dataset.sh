@@ -20,6 +20,8 @@ cases = [  # the run's dataset attribute -> the table's name for it
     (f"cifar10:{root}/data/cache/cifar", "cifar10:data/cache/cifar"),
     ("scenes (CIFAR-10 objects, 128x128)", "scenes (CIFAR-10 objects, 128x128)"),
     ("text:/srv/corpus//a.tar.gz", "text:/srv/corpus/a.tar.gz"),
+    ("text:/srv/a:b/../c.tar.gz", "text:/srv/c.tar.gz"),
+    (f"{root}/data/scenes", "data/scenes"),
 ]
 bad = 0
 for given, want in cases:
