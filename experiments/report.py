@@ -586,9 +586,7 @@ def export_dataset(model, scale):
         rows = export(run, "summary")
         if rows:
             d = rows[0]["dataset"]  # KIND:PATH, a bare path, or a name
-            kind, sep, path = ("", "", d) if d.startswith("/") else d.partition(":")
-            if not sep:
-                kind, path = "", d
+            kind, sep, path = d.partition(":") if ":" in d and d[0] != "/" else ("", "", d)
             if path.startswith("/"):
                 path = os.path.normpath(path)  # a run from a worktree names its ROOT/../shared
             shared = os.path.normpath(os.path.join(ROOT, "..", "shared"))
