@@ -52,11 +52,12 @@ static int64_t node_scratch(const mpx_graph *g, const gnode *n) {
         for (int i = 0; i < n->n_in; i++) f += 2 * g->tensors[n->in[i]].numel + 16;
     }
     if (mpx_precision_quantizes_operands(&g->prec) && op_is_gemm_family(n->op)) {
-        /* fp8, fixed16: each operand quantized into FP32 scratch (graph_fp8.c, graph_fixed.c) */
+        /* fp8, fixed16: each operand quantized into FP32 scratch (graph_fp8.c, graph_fixed.c);
+         * block formats read the output gradient twice, through a transpose (gemm_k) */
         int64_t ops = g->tensors[n->out].numel + 16;
         for (int i = 0; i < n->n_in; i++) ops += g->tensors[n->in[i]].numel + 16;
         for (int i = 0; i < n->n_param; i++) ops += g->params[n->param[i]].numel + 16;
-        f += 2 * ops;
+        f += (mpx_precision_blocks_operands(&g->prec) ? 3 : 2) * ops;
     }
     return f;
 }

@@ -7,11 +7,11 @@
  * FP32 operator then multiplies; casts saturate as Transformer Engine's do (products of FP8
  * values are exact in FP32; Transformer Engine
  * applies the inverse scales to the FP32 accumulator instead, a difference of one FP32 rounding
- * per element, none with power-of-two scales). MXFP8 blocks run along each operand's last
- * dimension in every GEMM that reads it: the reduction dimension of the forward GEMM for inputs,
- * of the data-gradient GEMM for output gradients and weights ([IN, OUT], HWIO: blocked along
- * OUT, where Transformer Engine blocks the forward's copy along IN) — deviations from the spec's
- * blocks along each GEMM's reduction, documented in docs/numerics.md. Statistics steps count
+ * per element, none with power-of-two scales). MXFP8 blocks run along the reduction dimension
+ * of the GEMM that reads the operand (the glue says which, graph_ops_gemm.c: gemm_k), as the
+ * OCP spec and Transformer Engine's rowwise and columnwise copies have them: an operand two
+ * GEMMs reduce differently (the output gradient, and with the weight-gradient GEMM the input)
+ * is quantized once for each. Statistics steps count
  * each cast into the layer's row (stats.h: fp8, operand_scale); delayed scaling notes each
  * operand's amax during the backward pass and pushes it into the node's history when the pass
  * ends. The backend quantizes (backend.h: fp8_quantize, mx_quantize), so the mode runs on every
@@ -96,7 +96,41 @@ static float tensor_scale(mpx_graph *g, gnode *n, int slot, mpx_dtype fmt, float
     }
 }
 
-mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
+/* MXFP8 blocks of f (the operand v's values, FP32 scratch) along k: in place along the last
+ * dimension; otherwise f is [B, R, C] (B = 1 for GEMM_K_ROWS), transposed into scratch as
+ * [B, C, R], quantized there in rows of R, and transposed back. */
+static mpx_status mx_blocks(mpx_graph *g, mpx_dtype fmt, gemm_k k, const mpx_tensor *v, float *f,
+                            mpx_cast_stats *st, mpx_mx_scales *sc) {
+    const mpx_backend *be = g->be;
+    const mpx_mx_rule rule = g->prec.fp8.mx_ceil ? MPX_MX_CEIL : MPX_MX_FLOOR;
+    const int64_t count = mpx_tensor_numel(v), c = v->shape[v->ndim - 1];
+    if (k == GEMM_K_LAST || count == 0) {
+        be->mx_quantize(be, fmt, rule, f, f, (size_t)count, (size_t)c, st, sc);
+        return MPX_OK;
+    }
+    int64_t b = 1;
+    if (k == GEMM_K_BATCH_ROWS)
+        for (int d = 0; d < v->ndim - 2; d++) b *= v->shape[d];
+    const int64_t r = count / (b * c);
+    float *t = scratch_take(g, count);
+    if (!t) return scratch_fail(g, "an MXFP8 operand's transpose");
+    static const int perm[3] = {0, 2, 1};
+    mpx_tensor rows, cols;
+    memset(&rows, 0, sizeof rows);
+    rows.dtype = MPX_F32;
+    rows.device = be->device;
+    rows.ndim = 3;
+    cols = rows;
+    rows.data = f, cols.data = t;
+    rows.shape[0] = cols.shape[0] = b;
+    rows.shape[1] = cols.shape[2] = r;
+    rows.shape[2] = cols.shape[1] = c;
+    MPX_TRY(be->permute_forward(be, perm, &rows, &cols));
+    be->mx_quantize(be, fmt, rule, t, t, (size_t)count, (size_t)r, st, sc);
+    return be->permute_forward(be, perm, &cols, &rows);
+}
+
+mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, gemm_k k, mpx_tensor *v) {
     if (!v->data) return MPX_OK;
     if (!n->fp8) return mpx_fail(MPX_ERR_INTERNAL, "fp8 operand of '%s' without its state", n->name);
     const mpx_fp8_cfg *c = &g->prec.fp8;
@@ -108,8 +142,7 @@ mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
     MPX_TRY(operand_f32(g, n, slot, v, "an FP8 operand", &f, &ls, &st));
     if (c->recipe == MPX_FP8_MXFP8) {
         mpx_mx_scales sc;
-        g->be->mx_quantize(g->be, fmt, c->mx_ceil ? MPX_MX_CEIL : MPX_MX_FLOOR, f, f, (size_t)count,
-                           (size_t)v->shape[v->ndim - 1], st, ls ? &sc : NULL);
+        MPX_TRY(mx_blocks(g, fmt, k, v, f, st, ls ? &sc : NULL));
         if (ls) ls->operand_scale[slot] = ldexp(1.0, -(sc.min_exp + sc.max_exp) / 2);
     } else {
         const float amax = g->be->absmax(g->be, f, (size_t)count);

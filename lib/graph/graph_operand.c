@@ -6,10 +6,10 @@
 
 /* What tensor cores read of FP32 data, done here with the one cast so that every backend
  * multiplies the same values (a device then runs its TF32 units on them exactly). */
-mpx_status gemm_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
-    if (g->prec.gemm_round == MPX_F8_E4M3) return fp8_operand(g, n, slot, v);
+mpx_status gemm_operand(mpx_graph *g, gnode *n, int slot, gemm_k k, mpx_tensor *v) {
+    if (g->prec.gemm_round == MPX_F8_E4M3) return fp8_operand(g, n, slot, k, v);
     if (g->prec.mode == MPX_MODE_FIXED16) return fixed_operand(g, n, slot, v);
-    (void)n, (void)slot;
+    (void)n, (void)slot, (void)k;
     if (g->prec.gemm_round != MPX_TF32 || !v->data || v->dtype != MPX_F32) return MPX_OK;
     const int64_t count = mpx_tensor_numel(v);
     float *f = scratch_take(g, count);

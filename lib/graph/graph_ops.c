@@ -1,6 +1,5 @@
 /* graph_ops.c — a node's forward, backward, shadow backward and FLOPs through the op table
- * (graph_optab.c; each kind's glue in graph_ops_<family>.c). The backward hands the GEMM
- * family its incoming gradient and weight as its forward read its operands (gemm_operand). */
+ * (graph_optab.c; each kind's glue in graph_ops_<family>.c). */
 #include <string.h>
 
 #include "graph_ops.h"
@@ -15,28 +14,11 @@ mpx_status node_forward(mpx_graph *g, gnode *n, int training) {
     return r->forward ? r->forward(g, n, training) : MPX_OK;
 }
 
-/* *v for a GEMM-family operand: a copy in *copy, rounded as gemm_operand rounds (NULL stays). */
-static mpx_status gemm_input(mpx_graph *g, gnode *n, int slot, const mpx_tensor **v,
-                             mpx_tensor *copy) {
-    if (!*v) return MPX_OK;
-    *copy = **v;
-    MPX_TRY(gemm_operand(g, n, slot, copy));
-    *v = copy;
-    return MPX_OK;
-}
-
 mpx_status node_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *dy_data,
                          const mpx_tensor *w0) {
     const op_row *r = op_row_of(n->op);
     if (!r) return unknown(n);
-    if (!r->backward) return MPX_OK;
-    mpx_tensor dy_g, dyd_g, w0_g;
-    if (r->cls == MPX_OPC_GEMM) {
-        MPX_TRY(gemm_input(g, n, MPX_OPERAND_DY, &dy, &dy_g));
-        MPX_TRY(gemm_input(g, n, MPX_OPERAND_DY, &dy_data, &dyd_g));
-        MPX_TRY(gemm_input(g, n, MPX_OPERAND_W, &w0, &w0_g));
-    }
-    return r->backward(g, n, dy, dy_data ? dy_data : dy, w0);
+    return r->backward ? r->backward(g, n, dy, dy_data ? dy_data : dy, w0) : MPX_OK;
 }
 
 mpx_status node_backward_shadow(mpx_graph *g, gnode *n, const mpx_tensor *dy) {

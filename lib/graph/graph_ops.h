@@ -29,14 +29,20 @@ mpx_tensor reshaped(const mpx_tensor *v, int ndim, const int64_t *shape);
 mpx_status move_all(const mpx_graph *g, const mpx_tensor *dst, const mpx_tensor *src);
 mpx_status move_elems(const mpx_graph *g, const mpx_tensor *dst, int64_t dof, const mpx_tensor *src,
                       int64_t sof, int64_t n);
+/* Where the GEMM that reads an operand runs its reduction (K) in that operand: along its last
+ * dimension; along all its leading dimensions, the rows of [numel / C, C] (a layer's weight
+ * [IN, OUT] or HWIO in the forward GEMM, its input and output gradient in the weight-gradient
+ * GEMM); or along its second-to-last dimension for each index of the dims before it (bmm). Only
+ * block formats read it (MXFP8 blocks run along K, graph_fp8.c). */
+typedef enum { GEMM_K_LAST, GEMM_K_ROWS, GEMM_K_BATCH_ROWS } gemm_k;
 /* A GEMM-family operand of node n as the precision reads it, into scratch: rounded to TF32 in
  * tf32 mode, quantized to FP8 in fp8 mode (graph_fp8.c) and to Q(16, f) in fixed16 mode
  * (graph_fixed.c); `slot` says which operand: MPX_OPERAND_X, MPX_OPERAND_W or MPX_OPERAND_DY,
- * stats.h; else unchanged. */
-mpx_status gemm_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
+ * stats.h, and k where the reading GEMM reduces; else unchanged. */
+mpx_status gemm_operand(mpx_graph *g, gnode *n, int slot, gemm_k k, mpx_tensor *v);
 /* fp8 mode (graph_fp8.c): v quantized under the recipe into FP32 scratch; counted into n's
  * statistics row on statistics steps; delayed scaling's amax of this step noted. */
-mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v);
+mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, gemm_k k, mpx_tensor *v);
 /* The quantizing modes' common first step: v's values decoded into FP32 scratch (*f); when this
  * is a statistics step of a training pass, n's statistics row (*ls, host) and the counters of
  * operand `slot` (*st, backend memory), else both NULL. */

@@ -1,8 +1,9 @@
 /* graph_ops_gemm.c — the node glue of the GEMM family: conv2d, linear, linear_t (weights
  * [OUT, IN]: BERT's tied decoder) and bmm. Their operands go through gemm_operand (TF32 in tf32
- * mode); a linear layer that only a loss reads computes the rows that loss keeps
- * (plan_loss_rows); a backward-data pass applies the layer's adaptive factor itself when the
- * view is 16-bit storage and the backend has the scaled entry (in_grad_factor). */
+ * mode), each told where the GEMM reading it reduces (gemm_k); a linear layer that only a loss
+ * reads computes the rows that loss keeps (plan_loss_rows); a backward-data pass applies the
+ * layer's adaptive factor itself when the view is 16-bit storage and the backend has the scaled
+ * entry (in_grad_factor). */
 #include "graph_ops.h"
 
 /* The labels of the loss that alone reads linear node n (plan_loss_rows) as the rows forward's
@@ -29,8 +30,8 @@ static mpx_status layer_views(mpx_graph *g, gnode *n, mpx_tensor *x, mpx_tensor 
         *pb = b;
     }
     MPX_TRY(view_output(g, n->out, y));
-    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, x));
-    return gemm_operand(g, n, MPX_OPERAND_W, w);
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, GEMM_K_LAST, x));
+    return gemm_operand(g, n, MPX_OPERAND_W, n->op == OP_LINEAR_T ? GEMM_K_LAST : GEMM_K_ROWS, w);
 }
 
 mpx_status fwd_conv2d(mpx_graph *g, gnode *n, int training) {
@@ -77,20 +78,37 @@ mpx_status fwd_bmm(mpx_graph *g, gnode *n, int training) {
     MPX_TRY(view_value(g, n->in[0], &a));
     MPX_TRY(view_value(g, n->in[1], &b));
     MPX_TRY(view_output(g, n->out, &y));
-    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, &a));
-    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_W, &b));
+    /* the reduction K: a [.., M, K] or [.., K, M], b [.., K, N] or [.., N, K] */
+    const mpx_bmm_attr *at = &n->attr.bmm;
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, at->trans_a ? GEMM_K_BATCH_ROWS : GEMM_K_LAST, &a));
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_W, at->trans_b ? GEMM_K_LAST : GEMM_K_BATCH_ROWS, &b));
     MPX_TRY(g->be->bmm_forward(g->be, &n->attr.bmm, &a, &b, &y));
     return commit_value(g, n->out, &y);
 }
 
-/* The input gradient of a conv/linear node from dy_data and the weight, with the layer's
- * factor applied by the op when in_grad_factor asks for one. */
+/* *copy = *v as the GEMM that reduces it along k reads it (gemm_operand); NULL stays NULL. */
+static mpx_status operand_copy(mpx_graph *g, gnode *n, int slot, gemm_k k, const mpx_tensor *v,
+                               mpx_tensor *copy) {
+    if (!v) return MPX_OK;
+    *copy = *v;
+    return gemm_operand(g, n, slot, k, copy);
+}
+
+/* The input gradient of a conv/linear node from dy_data and the weight w0 (as stored), with the
+ * layer's factor applied by the op when in_grad_factor asks for one. The GEMM reduces over OUT:
+ * dy_data's last dimension, the weight's last ([IN, OUT], HWIO) or first ([OUT, IN]); dy_read
+ * is dy_data as read already for the weight gradient when that copy serves here too. */
 static mpx_status data_grad(mpx_graph *g, gnode *n, const mpx_tensor *dy_data,
-                            const mpx_tensor *w0) {
+                            const mpx_tensor *dy_read, const mpx_tensor *w0) {
     const mpx_backend *be = g->be;
-    mpx_tensor dx;
+    mpx_tensor dx, dyq, wq;
     MPX_TRY(view_in_grad(g, n, 0, &dx));
     if (!dx.data) return MPX_OK;
+    if (!dy_read) MPX_TRY(operand_copy(g, n, MPX_OPERAND_DY, GEMM_K_LAST, dy_data, &dyq));
+    dy_data = dy_read ? dy_read : &dyq;
+    MPX_TRY(operand_copy(g, n, MPX_OPERAND_W, n->op == OP_LINEAR_T ? GEMM_K_ROWS : GEMM_K_LAST,
+                         w0, &wq));
+    w0 = &wq;
     const double s = in_grad_factor(g, n, 0, &dx);
     const float f = (float)s;
     switch (n->op) {
@@ -113,37 +131,43 @@ static mpx_status data_grad(mpx_graph *g, gnode *n, const mpx_tensor *dy_data,
     return commit_in_grad(g, n, 0, &dx);
 }
 
-/* Weight (and bias) gradients of a conv/linear node and their commits. */
-static mpx_status param_grads(mpx_graph *g, gnode *n, const mpx_tensor *dy) {
+/* Weight (and bias) gradients of a conv/linear node from dy as read (dyq) and their commits.
+ * The GEMM reduces over positions, x's and dy's leading dimensions. */
+static mpx_status param_grads(mpx_graph *g, gnode *n, const mpx_tensor *dyq) {
     const mpx_backend *be = g->be;
     mpx_tensor x, dw, db;
     MPX_TRY(view_value(g, n->in[0], &x));
-    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, &x));
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, GEMM_K_ROWS, &x));
     MPX_TRY(view_param_grad(g, n->param[0], &dw));
     if (n->n_param > 1) MPX_TRY(view_param_grad(g, n->param[1], &db));
     mpx_tensor *pdb = n->n_param > 1 ? &db : NULL;
     switch (n->op) {
     case OP_CONV2D:
         NEED(conv2d_backward_weights);
-        MPX_TRY(be->conv2d_backward_weights(be, &n->attr.conv, dy, &x, &dw, pdb));
+        MPX_TRY(be->conv2d_backward_weights(be, &n->attr.conv, dyq, &x, &dw, pdb));
         break;
     case OP_LINEAR:
         NEED(linear_backward_weights);
-        MPX_TRY(be->linear_backward_weights(be, dy, &x, &dw, pdb));
+        MPX_TRY(be->linear_backward_weights(be, dyq, &x, &dw, pdb));
         break;
     default:
         NEED(linear_t_backward_weights);
-        MPX_TRY(be->linear_t_backward_weights(be, dy, &x, &dw, pdb));
+        MPX_TRY(be->linear_t_backward_weights(be, dyq, &x, &dw, pdb));
         break;
     }
     MPX_TRY(commit_param_grad(g, n, n->param[0], &dw));
     return pdb ? commit_param_grad(g, n, n->param[1], &db) : MPX_OK;
 }
 
+/* dy is read once for both GEMMs unless they read it differently: dy_data is another tensor
+ * (the factor applied, graph_exec.c: factor_into_dy) or the format blocks along K. */
 static mpx_status layer_backward(mpx_graph *g, gnode *n, const mpx_tensor *dy,
                                  const mpx_tensor *dy_data, const mpx_tensor *w0) {
-    MPX_TRY(data_grad(g, n, dy_data, w0));
-    return param_grads(g, n, dy);
+    mpx_tensor dyq;
+    MPX_TRY(operand_copy(g, n, MPX_OPERAND_DY, GEMM_K_ROWS, dy, &dyq));
+    const int shared = dy_data == dy && !mpx_precision_blocks_operands(&g->prec);
+    MPX_TRY(data_grad(g, n, dy_data, shared ? &dyq : NULL, w0));
+    return param_grads(g, n, &dyq);
 }
 
 mpx_status bwd_conv2d(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *dy_data,
@@ -161,20 +185,36 @@ mpx_status bwd_linear_t(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_
     return layer_backward(g, n, dy, dy_data, w0);
 }
 
+/* da = dy op(b)^T reduces over N: dy's last dimension, b's last ([.., K, N]) or second-to-last
+ * (trans_b); db = op(a)^T dy over M: dy's second-to-last, a's ([.., M, K]) or its last
+ * (trans_a). One backward call for both where dy reads the same for both, else one each. */
 mpx_status bwd_bmm(mpx_graph *g, gnode *n, const mpx_tensor *dy, const mpx_tensor *dy_data,
                    const mpx_tensor *w0) {
     (void)dy_data, (void)w0;
     NEED(bmm_backward);
-    mpx_tensor a, b, da, db;
-    MPX_TRY(view_value(g, n->in[0], &a));
-    MPX_TRY(view_value(g, n->in[1], &b));
-    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, &a));
-    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_W, &b));
+    const mpx_bmm_attr *at = &n->attr.bmm;
+    mpx_tensor a, b, da, db, dyq;
     MPX_TRY(view_in_grad(g, n, 0, &da));
     MPX_TRY(view_in_grad(g, n, 1, &db));
     if (!da.data && !db.data) return MPX_OK;
-    MPX_TRY(
-        g->be->bmm_backward(g->be, &n->attr.bmm, dy, &a, &b, da.data ? &da : NULL, db.data ? &db : NULL));
+    mpx_tensor *pda = da.data ? &da : NULL, *pdb = db.data ? &db : NULL;
+    MPX_TRY(view_value(g, n->in[0], &a));
+    MPX_TRY(view_value(g, n->in[1], &b));
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_X, at->trans_a ? GEMM_K_LAST : GEMM_K_BATCH_ROWS, &a));
+    MPX_TRY(gemm_operand(g, n, MPX_OPERAND_W, at->trans_b ? GEMM_K_BATCH_ROWS : GEMM_K_LAST, &b));
+    if (!mpx_precision_blocks_operands(&g->prec)) {
+        MPX_TRY(operand_copy(g, n, MPX_OPERAND_DY, GEMM_K_LAST, dy, &dyq));
+        MPX_TRY(g->be->bmm_backward(g->be, at, &dyq, &a, &b, pda, pdb));
+    } else {
+        if (pda) {
+            MPX_TRY(operand_copy(g, n, MPX_OPERAND_DY, GEMM_K_LAST, dy, &dyq));
+            MPX_TRY(g->be->bmm_backward(g->be, at, &dyq, &a, &b, pda, NULL));
+        }
+        if (pdb) {
+            MPX_TRY(operand_copy(g, n, MPX_OPERAND_DY, GEMM_K_BATCH_ROWS, dy, &dyq));
+            MPX_TRY(g->be->bmm_backward(g->be, at, &dyq, &a, &b, NULL, pdb));
+        }
+    }
     MPX_TRY(commit_in_grad(g, n, 0, &da));
     return commit_in_grad(g, n, 1, &db);
 }

@@ -95,3 +95,7 @@ const char *mpx_precision_mode_name(mpx_precision_mode m) {
 int mpx_precision_quantizes_operands(const mpx_precision *p) {
     return p->mode == MPX_MODE_FP8 || p->mode == MPX_MODE_FIXED16;
 }
+
+int mpx_precision_blocks_operands(const mpx_precision *p) {
+    return p->mode == MPX_MODE_FP8 && p->fp8.recipe == MPX_FP8_MXFP8;
+}

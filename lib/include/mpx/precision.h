@@ -119,6 +119,9 @@ mpx_rounding mpx_precision_rounding(const mpx_precision *p, mpx_tensor_role role
 /* 1 when the mode quantizes the GEMM family's operands as they are read (fp8, fixed16): the
  * executor then counts those casts per layer (stats.h: operand). */
 int mpx_precision_quantizes_operands(const mpx_precision *p);
+/* 1 when the operands' format is block-scaled (fp8 mode's MXFP8 recipe): how an operand is
+ * quantized then depends on the dimension the GEMM reading it reduces (blocks run along it). */
+int mpx_precision_blocks_operands(const mpx_precision *p);
 const char *mpx_precision_mode_name(mpx_precision_mode m);
 
 #ifdef __cplusplus
