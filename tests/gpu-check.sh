@@ -4,7 +4,8 @@
 #   2. run every cuda-labelled test (each CUDA op against the CPU op),
 #   3. train each model's smoke config (ResNet-50, BERT, SSD) a few steps on the GPU and on the
 #      CPU, fp32 and one fp16 method (ResNet-50 also tf32, fp8 and bf16 with stochastically
-#      rounded updates), and compare their losses,
+#      rounded updates, BERT also MXFP8, whose blocks go through transposes), and compare their
+#      losses,
 #   4. time the training step on the GPU in fp32, fp16 and bf16 (ResNet-50 also in tf32, the
 #      reference's baseline): ResNet-50 at 224x224, batch 256;
 #      BERT-base at sequence 128, batch 64; SSD300 (ResNet-50 trunk), batch 32; ResNet-50 fp16
@@ -33,7 +34,7 @@ memcheck=0
 stages=tests,train,bench
 tests_glob='cuda_*'
 train_pairs="resnet50:fp32 resnet50:tf32 resnet50:fp16_adaptive resnet50:fp8_delayed
-             resnet50:bf16_pure_sr_update bert:fp32 bert:fp16_dynamic ssd:fp32
+             resnet50:bf16_pure_sr_update bert:fp32 bert:fp16_dynamic bert:fp8_mxfp8 ssd:fp32
              ssd:fp16_adaptive+precision.tensor_cores=false"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,7 +46,7 @@ while [ $# -gt 0 ]; do
     --only) stages=$2; shift 2 ;;
     --tests) tests_glob=$2; shift 2 ;;
     --train) train_pairs=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -105,7 +106,8 @@ stage tests && result "cuda tests" "$pass passed, $fail failed, $skip skipped${f
 
 # ---- 3. training on the GPU against the CPU ----
 # Each model's smoke config, fp32 and one fp16 method (ResNet-50 also tf32 and fp8 with delayed
-# scaling, whose operand casts are quantize.cu's on the GPU), on both devices from the same seed.
+# scaling, whose operand casts are quantize.cu's on the GPU; BERT also MXFP8, its blocks along
+# each GEMM's reduction through permute.cu), on both devices from the same seed.
 # Step 1 sees the same weights and batch on both: only summation order and the convolution and
 # GEMM algorithms differ, so the losses agree to ~1e-6 relative; step 2 follows the first update,
 # so a wrong gradient shows there. Both must agree within 1e-3 (the size of a TF32 slip on FP32
