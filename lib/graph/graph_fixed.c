@@ -21,7 +21,10 @@ mpx_status fixed_operand(mpx_graph *g, gnode *n, int slot, mpx_tensor *v) {
                               round_stream(g->step, 4 * (int)(n - g->nodes) + slot, RS_OPERAND),
                               0};
     g->be->fixed_quantize(g->be, &s, f, f, (size_t)mpx_tensor_numel(v), st);
-    if (ls) ls->operand_scale[slot] = 1.0;
+    if (ls) {
+        ls->operand_scale[slot] = 1.0;
+        note_scale_range(&ls->operand_scale_lo[slot], &ls->operand_scale_hi[slot], 1.0, 1.0);
+    }
     v->data = f;
     v->dtype = MPX_F32;
     return MPX_OK;

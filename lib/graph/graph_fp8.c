@@ -143,7 +143,12 @@ mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, gemm_k k, mpx_tensor *v
     if (c->recipe == MPX_FP8_MXFP8) {
         mpx_mx_scales sc;
         MPX_TRY(mx_blocks(g, fmt, k, v, f, st, ls ? &sc : NULL));
-        if (ls) ls->operand_scale[slot] = ldexp(1.0, -(sc.min_exp + sc.max_exp) / 2);
+        if (ls) { /* the midpoint of the block exponents over the step's casts of this operand */
+            note_scale_range(&ls->operand_scale_lo[slot], &ls->operand_scale_hi[slot],
+                             ldexp(1.0, -sc.max_exp), ldexp(1.0, -sc.min_exp));
+            ls->operand_scale[slot] = ldexp(1.0, (ilogb(ls->operand_scale_lo[slot]) +
+                                                  ilogb(ls->operand_scale_hi[slot])) / 2);
+        }
     } else {
         const float amax = g->be->absmax(g->be, f, (size_t)count);
         if (g->pass) { /* delayed scaling's history: the training passes' amaxes */
@@ -153,7 +158,10 @@ mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, gemm_k k, mpx_tensor *v
         }
         const float scale = tensor_scale(g, n, slot, fmt, amax);
         g->be->fp8_quantize(g->be, fmt, scale, f, f, (size_t)count, st);
-        if (ls) ls->operand_scale[slot] = scale;
+        if (ls) {
+            ls->operand_scale[slot] = scale;
+            note_scale_range(&ls->operand_scale_lo[slot], &ls->operand_scale_hi[slot], scale, scale);
+        }
     }
     v->data = f;
     v->dtype = MPX_F32;

@@ -181,6 +181,13 @@ typedef struct {
  * the weight gradients' cast, and the quantizing modes' three operand casts (stats.h). */
 enum { STATS_ACT = 0, STATS_WGRAD = 1, STATS_OPERAND = 2, STATS_ROW = 5 };
 #define STATS_AT(g, stats, layer, k) (&(g)->stats[STATS_ROW * (size_t)(layer) + (k)])
+/* A cast's scales noted into a statistics row's range for one operand or recipe (stats.h:
+ * operand_scale_lo, _hi): *lo and *hi widened to [s_lo, s_hi] (both 0: nothing noted yet). */
+static inline void note_scale_range(double *lo, double *hi, double s_lo, double s_hi) {
+    const int first = *lo == 0 && *hi == 0;
+    if (first || s_lo < *lo) *lo = s_lo;
+    if (first || s_hi > *hi) *hi = s_hi;
+}
 
 struct mpx_graph {
     mpx_status status;       /* sticky builder/compile error */

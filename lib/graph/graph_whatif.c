@@ -41,6 +41,10 @@ static void count_one(int k, const float *src, size_t n, float multiplier, float
             mpx_nvfp4_scales sc;
             mpx_nvfp4_quantize(f, f, n, n, st, &sc);
             row->whatif_scale[k] = sc.tensor_scale > 0 ? 1.0 / sc.tensor_scale : 1.0;
+            const double t = sc.tensor_scale; /* NaN for a non-finite gradient */
+            row->whatif_scale_lo[k] = sc.max_block > 0 ? 1.0 / (sc.max_block * t) : 1.0 / t;
+            row->whatif_scale_hi[k] = sc.min_block > 0 ? 1.0 / (sc.min_block * t)
+                                      : sc.max_block > 0 ? INFINITY : 1.0 / t;
             return;
         }
         mpx_mx_scales sc;
@@ -49,6 +53,8 @@ static void count_one(int k, const float *src, size_t n, float multiplier, float
         else
             mpx_mx_quantize(fmt[k], MPX_MX_FLOOR, f, f, n, n, st, &sc);
         row->whatif_scale[k] = ldexp(1.0, -(sc.min_exp + sc.max_exp) / 2);
+        row->whatif_scale_lo[k] = ldexp(1.0, -sc.max_exp);
+        row->whatif_scale_hi[k] = ldexp(1.0, -sc.min_exp);
         return;
     }
     float scale = multiplier;
@@ -60,7 +66,7 @@ static void count_one(int k, const float *src, size_t n, float multiplier, float
     s.scale = scale;
     s.stats = st;
     mpx_cast(&s, src, codes, n);
-    row->whatif_scale[k] = scale / multiplier;
+    row->whatif_scale[k] = row->whatif_scale_lo[k] = row->whatif_scale_hi[k] = scale / multiplier;
 }
 
 mpx_status whatif_count(mpx_graph *g, const gtensor *t, const float *src, double multiplier) {
@@ -90,6 +96,8 @@ mpx_status whatif_count(mpx_graph *g, const gtensor *t, const float *src, double
         mpx_layer_stats *other = &g->pass->bw->stats[t->plan.observer[o]];
         memcpy(other->whatif, row->whatif, sizeof row->whatif);
         memcpy(other->whatif_scale, row->whatif_scale, sizeof row->whatif_scale);
+        memcpy(other->whatif_scale_lo, row->whatif_scale_lo, sizeof row->whatif_scale_lo);
+        memcpy(other->whatif_scale_hi, row->whatif_scale_hi, sizeof row->whatif_scale_hi);
     }
     return MPX_OK;
 }

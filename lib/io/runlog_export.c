@@ -399,54 +399,75 @@ static mpx_status export_updates(reader *rd, int64_t l0, int64_t l1, int64_t k0,
     return st;
 }
 
+/* A scale range's columns: the smallest and largest scale and the spread log2(hi / lo) in
+ * binades, from dataset rows lo and hi at layer l; "nan" from a file written before them. */
+static void print_scale_range(FILE *out, const reader *rd, int m_lo, void *lo, void *hi,
+                              int64_t l) {
+    if (rd->stats[m_lo] < 0) {
+        fputs("\tnan\tnan\tnan", out);
+        return;
+    }
+    const double a = ((double *)lo)[l], b = ((double *)hi)[l];
+    fprintf(out, "\t%.9g\t%.9g\t%.9g", a, b, a > 0 ? log2(b / a) : NAN);
+}
+
 /* What fp8 mode's operand casts did per layer (stats.h: fp8, operand_scale): for its input, weight
- * and output gradient, the nonzero, flushed and saturated counts and the scale. */
+ * and output gradient, the nonzero, flushed and saturated counts, the scale and the range of the
+ * scales its blocks or casts used. */
 static mpx_status export_operands(reader *rd, int64_t l0, int64_t l1, int64_t k0, int64_t k1,
                              FILE *out) {
-    enum { FIRST = RL_ST_OPERAND_FIRST, LAST = RL_ST_OPERAND_LAST, N = LAST - FIRST + 1 };
+    enum { FIRST = RL_ST_OPERAND_FIRST, LAST = RL_ST_OPERAND_LAST, N = LAST - FIRST + 1, W = 6 };
     if (rd->stats[FIRST] < 0)
         return mpx_fail(MPX_ERR_INPUT, "%s has no FP8 statistics (%s): it was written by an mpx "
                         "from before them", rd->where, rl_stats[FIRST].path);
     void *b[N] = {0};
     mpx_status st = alloc_stats_rows(rd, FIRST, LAST, b);
     static const char *const op[3] = {"x", "w", "dy"};
-    if (st == MPX_OK) fputs("step\tlayer\tname\tkind\toperand\tnonzero\tflushed\tsaturated\tscale\n", out);
+    if (st == MPX_OK)
+        fputs("step\tlayer\tname\tkind\toperand\tnonzero\tflushed\tsaturated\tscale\tscale_lo\t"
+              "scale_hi\tscale_spread\n", out);
     for (int64_t k = k0; st == MPX_OK && k < k1; k++) {
         if ((st = read_stats_row(rd, FIRST, LAST, k, b)) != MPX_OK) break;
         for (int64_t l = l0; l < l1; l++)
-            for (int o = 0; o < 3; o++)
-                fprintf(out, "%" PRId64 "\t%" PRId64 "\t%s\t%s\t%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
-                        "\t%.9g\n", rd->steps[k], l, rd->names[l], rd->kinds[l], op[o],
-                        ((uint64_t *)b[4 * o])[l], ((uint64_t *)b[4 * o + 1])[l],
-                        ((uint64_t *)b[4 * o + 2])[l], ((double *)b[4 * o + 3])[l]);
+            for (int o = 0; o < 3; o++) {
+                fprintf(out, "%" PRId64 "\t%" PRId64 "\t%s\t%s\t%s\t%" PRIu64 "\t%" PRIu64
+                        "\t%" PRIu64 "\t%.9g", rd->steps[k], l, rd->names[l], rd->kinds[l], op[o],
+                        ((uint64_t *)b[W * o])[l], ((uint64_t *)b[W * o + 1])[l],
+                        ((uint64_t *)b[W * o + 2])[l], ((double *)b[W * o + 3])[l]);
+                print_scale_range(out, rd, FIRST + W * o + 4, b[W * o + 4], b[W * o + 5], l);
+                fputc('\n', out);
+            }
     }
     for (int i = 0; i < N; i++) free(b[i]);
     return st;
 }
 
 /* The what-if counts (stats.h: whatif): per layer and recipe, the nonzero, flushed and overflowed
- * values of its activation gradient as the recipe would cast it, and the recipe's scale. */
+ * values of its activation gradient as the recipe would cast it, the recipe's scale and the range
+ * of its block scales. */
 static mpx_status export_whatif(reader *rd, int64_t l0, int64_t l1, int64_t k0, int64_t k1,
                                 FILE *out) {
-    enum { FIRST = RL_ST_WHATIF_FIRST, LAST = RL_ST_WHATIF_LAST, N = LAST - FIRST + 1 };
+    enum { FIRST = RL_ST_WHATIF_FIRST, LAST = RL_ST_WHATIF_LAST, N = LAST - FIRST + 1, W = 6 };
     if (rd->stats[FIRST] < 0)
         return mpx_fail(MPX_ERR_INPUT, "%s has no what-if statistics (%s): it was written by an "
                         "mpx from before them", rd->where, rl_stats[FIRST].path);
     void *b[N] = {0};
     mpx_status st = alloc_stats_rows(rd, FIRST, LAST, b);
     if (st == MPX_OK)
-        fputs("step\tlayer\tname\tkind\trecipe\tnonzero\tflushed\toverflow\tunderflow_rate\tscale\n",
-              out);
+        fputs("step\tlayer\tname\tkind\trecipe\tnonzero\tflushed\toverflow\tunderflow_rate\tscale"
+              "\tscale_lo\tscale_hi\tscale_spread\n", out);
     for (int64_t k = k0; st == MPX_OK && k < k1; k++) {
         if ((st = read_stats_row(rd, FIRST, LAST, k, b)) != MPX_OK) break;
         for (int64_t l = l0; l < l1; l++)
             for (int r = 0; r < MPX_WHATIF_N; r++) {
-                if (rd->stats[FIRST + 4 * r] < 0) continue; /* a recipe newer than the file */
-                const uint64_t nz = ((uint64_t *)b[4 * r])[l], fl = ((uint64_t *)b[4 * r + 1])[l];
+                if (rd->stats[FIRST + W * r] < 0) continue; /* a recipe newer than the file */
+                const uint64_t nz = ((uint64_t *)b[W * r])[l], fl = ((uint64_t *)b[W * r + 1])[l];
                 fprintf(out, "%" PRId64 "\t%" PRId64 "\t%s\t%s\t%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
-                        "\t%.9g\t%.9g\n", rd->steps[k], l, rd->names[l], rd->kinds[l],
-                        mpx_whatif_names[r], nz, fl, ((uint64_t *)b[4 * r + 2])[l],
-                        nz ? (double)fl / (double)nz : 0.0, ((double *)b[4 * r + 3])[l]);
+                        "\t%.9g\t%.9g", rd->steps[k], l, rd->names[l], rd->kinds[l],
+                        mpx_whatif_names[r], nz, fl, ((uint64_t *)b[W * r + 2])[l],
+                        nz ? (double)fl / (double)nz : 0.0, ((double *)b[W * r + 3])[l]);
+                print_scale_range(out, rd, FIRST + W * r + 4, b[W * r + 4], b[W * r + 5], l);
+                fputc('\n', out);
             }
     }
     for (int i = 0; i < N; i++) free(b[i]);

@@ -66,8 +66,8 @@ enum {
     RL_ST_G_MEAN, RL_ST_G_STD, RL_ST_G_MIN, RL_ST_G_MAX,
     RL_ST_W_MEAN, RL_ST_W_STD, RL_ST_W_MIN, RL_ST_W_MAX,
     RL_ST_UPDATE_NONZERO, RL_ST_UPDATE_LOST, RL_ST_UPDATE_ERROR,
-    RL_ST_OPERAND_FIRST, RL_ST_OPERAND_LAST = RL_ST_OPERAND_FIRST + 11,
-    RL_ST_WHATIF_FIRST, RL_ST_WHATIF_LAST = RL_ST_WHATIF_FIRST + 31,
+    RL_ST_OPERAND_FIRST, RL_ST_OPERAND_LAST = RL_ST_OPERAND_FIRST + 17,
+    RL_ST_WHATIF_FIRST, RL_ST_WHATIF_LAST = RL_ST_WHATIF_FIRST + 47,
     RL_ST_STEP, RL_N_STATS
 };
 static const rl_dset rl_stats[RL_N_STATS] = {
@@ -102,14 +102,18 @@ static const rl_dset rl_stats[RL_N_STATS] = {
     {"/stats/operand_" name "_nonzero", RL_U64, 2, 16, RL_LAYER(operand[k].nonzero)},                      \
     {"/stats/operand_" name "_flushed", RL_U64, 2, 16, RL_LAYER(operand[k].flushed)},                      \
     {"/stats/operand_" name "_overflow", RL_U64, 2, 16, RL_LAYER(operand[k].overflow)},                    \
-    {"/stats/operand_" name "_scale", RL_F64, 2, 16, RL_LAYER(operand_scale[k])}
+    {"/stats/operand_" name "_scale", RL_F64, 2, 16, RL_LAYER(operand_scale[k])},                   \
+    {"/stats/operand_" name "_scale_lo", RL_F64, 2, 16, RL_LAYER(operand_scale_lo[k])},             \
+    {"/stats/operand_" name "_scale_hi", RL_F64, 2, 16, RL_LAYER(operand_scale_hi[k])}
     RL_OPERAND(MPX_OPERAND_X, "x"), RL_OPERAND(MPX_OPERAND_W, "w"), RL_OPERAND(MPX_OPERAND_DY, "dy"),
 #undef RL_OPERAND
 #define RL_WHATIF(k, name)                                                                         \
     {"/stats/whatif_" name "_nonzero", RL_U64, 2, 16, RL_LAYER(whatif[k].nonzero)},                \
     {"/stats/whatif_" name "_flushed", RL_U64, 2, 16, RL_LAYER(whatif[k].flushed)},                \
     {"/stats/whatif_" name "_overflow", RL_U64, 2, 16, RL_LAYER(whatif[k].overflow)},              \
-    {"/stats/whatif_" name "_scale", RL_F64, 2, 16, RL_LAYER(whatif_scale[k])}
+    {"/stats/whatif_" name "_scale", RL_F64, 2, 16, RL_LAYER(whatif_scale[k])},                     \
+    {"/stats/whatif_" name "_scale_lo", RL_F64, 2, 16, RL_LAYER(whatif_scale_lo[k])},               \
+    {"/stats/whatif_" name "_scale_hi", RL_F64, 2, 16, RL_LAYER(whatif_scale_hi[k])}
     RL_WHATIF(MPX_WHATIF_F16, "fp16"), RL_WHATIF(MPX_WHATIF_BF16, "bf16"),
     RL_WHATIF(MPX_WHATIF_E5M2, "e5m2"), RL_WHATIF(MPX_WHATIF_E5M2_CURRENT, "e5m2_current"),
     RL_WHATIF(MPX_WHATIF_E4M3_CURRENT, "e4m3_current"),

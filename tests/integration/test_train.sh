@@ -42,7 +42,8 @@ datasets="/train/step /train/loss /train/lr /train/loss_scale /train/skipped /tr
  /stats/weight_grad_below_min /stats/weight_grad_subnormal /stats/weight_grad_overflow
  /stats/weight_grad_nonfinite /stats/scale /stats/layer_scale /stats/g_mean /stats/g_std /stats/g_min
  /stats/g_max /stats/w_mean /stats/w_std /stats/w_min /stats/w_max /stats/operand_x_flushed
- /stats/operand_w_overflow /stats/operand_dy_nonzero /stats/operand_dy_scale"
+ /stats/operand_w_overflow /stats/operand_dy_nonzero /stats/operand_dy_scale
+ /stats/operand_dy_scale_lo /stats/operand_x_scale_hi"
 attrs="mpx_version git_commit created_utc config model dataset precision scaling seed device threads"
 
 for variant in "fp32 none" "fp16 none" "fp16 fixed precision.loss_scale=1024" "fp16 dynamic" \
@@ -81,6 +82,16 @@ for run in "$tmp/fp8-none.h5" "$tmp/fixed16-none.h5" "$tmp/fixed16-none-stochast
   dy_nz=$(awk -F'\t' '$5 == "dy" { s += $6 } END { print s + 0 }' "$tmp/ops.tsv")
   check "[ $dy_nz -gt 0 ]" "$run: no nonzero output gradient was cast"
 done
+# The range of the scales (scale_lo, scale_hi, scale_spread = log2(hi / lo)): one scale per
+# tensor under delayed scaling (lo = scale = hi); MXFP8's block scales around their midpoint,
+# spread over more than one binade somewhere.
+awk -F'\t' 'NR > 1 && !($10 == $9 && $11 == $9 && $12 == 0) { bad++ } END { exit bad > 0 }' \
+  <("$MPX" export "$tmp/fp8-none.h5" operands)
+check "[ \$? -eq 0 ]" "fp8 delayed: a per-tensor scale with a range (scale_lo, scale_hi differ from scale)"
+"$MPX" export "$tmp/fp8-none-mxfp8.h5" operands > "$tmp/mx.tsv"
+awk -F'\t' 'NR > 1 && $6 > 0 { if (!($10 <= $9 && $9 <= $11)) bad++; if ($12 > 1) wide++ }
+             END { exit !(bad == 0 && wide > 0) }' "$tmp/mx.tsv"
+check "[ \$? -eq 0 ]" "fp8 mxfp8: block scales not around their midpoint, or never spread: $(sed -n 2p "$tmp/mx.tsv")"
 flushed() { "$MPX" export "$1" operands | awk -F'\t' '$5 == "dy" { s += $7 } END { print s + 0 }'; }
 f_rne=$(flushed "$tmp/fixed16-none.h5"); f_sr=$(flushed "$tmp/fixed16-none-stochastic.h5")
 check "[ $f_rne -gt 0 ]" "fixed16: no gradient flushed under RNE at Q(16, 14) ($f_sr stochastically)"

@@ -12,8 +12,11 @@
  * along the dimension that GEMM reduces (mpx_mx_quantize on a transposed copy where that is
  * not the last dimension; the quantizer itself is checked against an independent reference in
  * tests/unit/test_fp8_recipes.c), both rounded to the BF16 the mode stores. Every block
- * direction is also shown to matter: the other direction gives other bits.
+ * direction is also shown to matter: the other direction gives other bits. A statistics step's
+ * range of block scales per operand (stats.h: operand_scale_lo, _hi) is checked against the
+ * blocks of the backward pass's casts.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,13 +46,14 @@ static mpx_tensor host(int ndim, const int64_t *shape, const float *src) {
     return t;
 }
 
-/* t's values as MXFP8 (fmt, floor rule) in blocks along k of t's [B, R, C] view. */
-static mpx_tensor mx(const mpx_tensor *t, mpx_dtype fmt, int k) {
+/* t's values as MXFP8 (fmt, floor rule) in blocks along k of t's [B, R, C] view; the block
+ * scales into *sc when not NULL. */
+static mpx_tensor mx_scales(const mpx_tensor *t, mpx_dtype fmt, int k, mpx_mx_scales *sc) {
     mpx_tensor q = host(t->ndim, t->shape, t->data);
     float *d = q.data;
     const int64_t n = mpx_tensor_numel(t), c = t->shape[t->ndim - 1];
     if (k == LAST) {
-        mpx_mx_quantize(fmt, MPX_MX_FLOOR, d, d, (size_t)n, (size_t)c, NULL, NULL);
+        mpx_mx_quantize(fmt, MPX_MX_FLOOR, d, d, (size_t)n, (size_t)c, NULL, sc);
         return q;
     }
     const int64_t b = k == ROWS ? 1 : n / (t->shape[t->ndim - 2] * c), r = n / (b * c);
@@ -57,7 +61,7 @@ static mpx_tensor mx(const mpx_tensor *t, mpx_dtype fmt, int k) {
     for (int64_t i = 0; i < b; i++)
         for (int64_t j = 0; j < r; j++)
             for (int64_t l = 0; l < c; l++) tr[(i * c + l) * r + j] = d[(i * r + j) * c + l];
-    mpx_mx_quantize(fmt, MPX_MX_FLOOR, tr, tr, (size_t)n, (size_t)r, NULL, NULL);
+    mpx_mx_quantize(fmt, MPX_MX_FLOOR, tr, tr, (size_t)n, (size_t)r, NULL, sc);
     for (int64_t i = 0; i < b; i++)
         for (int64_t j = 0; j < r; j++)
             for (int64_t l = 0; l < c; l++) d[(i * r + j) * c + l] = tr[(i * c + l) * r + j];
@@ -65,8 +69,29 @@ static mpx_tensor mx(const mpx_tensor *t, mpx_dtype fmt, int k) {
     return q;
 }
 
-static mpx_tensor e4(const mpx_tensor *t, int k) { return mx(t, MPX_F8_E4M3, k); }
-static mpx_tensor e5(const mpx_tensor *t, int k) { return mx(t, MPX_F8_E5M2, k); }
+static mpx_tensor e4(const mpx_tensor *t, int k) { return mx_scales(t, MPX_F8_E4M3, k, NULL); }
+static mpx_tensor e5(const mpx_tensor *t, int k) { return mx_scales(t, MPX_F8_E5M2, k, NULL); }
+
+/* The statistics row's range of an operand's block scales (stats.h: operand_scale_lo, _hi)
+ * against the blocks of its casts in the backward pass: t blocked along each of ks[0..nk). */
+static void expect_scale_range(const char *what, const mpx_layer_stats *row, int slot,
+                               const mpx_tensor *t, mpx_dtype fmt, const int *ks, int nk) {
+    int lo = 0, hi = 0;
+    for (int i = 0; i < nk; i++) {
+        mpx_mx_scales sc;
+        mpx_tensor q = mx_scales(t, fmt, ks[i], &sc);
+        free(q.data);
+        if (i == 0 || sc.min_exp < lo) lo = sc.min_exp;
+        if (i == 0 || sc.max_exp > hi) hi = sc.max_exp;
+    }
+    CHECK(hi > lo, "%s: one block exponent (%d) over the whole tensor: a weak test", what, lo);
+    CHECK(row->operand_scale_lo[slot] == ldexp(1.0, -hi) &&
+              row->operand_scale_hi[slot] == ldexp(1.0, -lo) &&
+              row->operand_scale[slot] == ldexp(1.0, -(lo + hi) / 2),
+          "%s: block scales %g..%g (midpoint %g), want 2^%d..2^%d", what,
+          row->operand_scale_lo[slot], row->operand_scale_hi[slot], row->operand_scale[slot],
+          -hi, -lo);
+}
 
 /* The number of elements where got and want (n floats) differ once both are rounded to BF16. */
 static int64_t differ(const float *got, const mpx_tensor *want) {
@@ -99,9 +124,9 @@ static mpx_graph *compile(mpx_graph *g) {
     return g;
 }
 
-static void run(mpx_graph *g) {
+static void run(mpx_graph *g, mpx_layer_stats *stats) {
     CHECK_OK(mpx_graph_forward(g, 1));
-    mpx_backward_opts bo = {NULL, 1.0, 0, NULL};
+    mpx_backward_opts bo = {NULL, 1.0, 0, stats};
     int64_t nf = -1;
     CHECK_OK(mpx_graph_backward(g, &bo, &nf));
     CHECK(nf == 0, "non-finite gradients");
@@ -151,7 +176,9 @@ static void test_conv_linear(void) {
     const int32_t y0[N] = {1, 30};
     CHECK_OK(mpx_graph_set_input(g, image, x0, MPX_F32, N * S * S * C));
     CHECK_OK(mpx_graph_set_input(g, labels, y0, MPX_I32, N));
-    run(g);
+    const int nl = mpx_graph_n_layers(g);
+    mpx_layer_stats *stats = calloc((size_t)nl, sizeof *stats);
+    run(g, stats);
 
     mpx_tensor x = value(g, image, 4, xs, 0), yc = value(g, conv, 4, ys, 0);
     mpx_tensor f = value(g, flat, 2, fs, 0), yf = value(g, fc, 2, os, 0);
@@ -195,6 +222,25 @@ static void test_conv_linear(void) {
     CHECK_OK(mpx_conv2d_backward_weights_cpu(ctx, &at, &qdyc_l, &qx, &wcw, &wcb));
     expect_other("conv weight gradient (operands blocked along C)", cwp->grad, &wcw);
 
+    /* the statistics step's scale ranges of the linear layer: the weight as backward-data read
+     * it, the input as backward-weights did, the output gradient as both did */
+    int lf = -1;
+    for (int l = 0; l < nl; l++) {
+        mpx_layer_info li;
+        mpx_graph_layer(g, l, &li);
+        if (strcmp(li.name, "fc") == 0) lf = l;
+    }
+    CHECK(lf >= 0, "no layer fc");
+    if (lf >= 0) {
+        expect_scale_range("fc weight", &stats[lf], MPX_OPERAND_W, &fw, MPX_F8_E4M3,
+                           (int[]){LAST}, 1);
+        expect_scale_range("fc input", &stats[lf], MPX_OPERAND_X, &f, MPX_F8_E4M3,
+                           (int[]){ROWS}, 1);
+        expect_scale_range("fc output gradient", &stats[lf], MPX_OPERAND_DY, &dyf, MPX_F8_E5M2,
+                           (int[]){LAST, ROWS}, 2);
+    }
+    free(stats);
+
     mpx_tensor *all[] = {&x,   &yc,  &f,    &yf,  &dyf, &dyc,   &cw,  &cb,    &fw,  &fb,
                          &qx,  &qcw, &qcw_o, &want, &qf, &qfw,  &qfw_o, &wf,  &qdy,  &wdx,
                          &qdy_r, &qf_r, &wdw, &wdb, &qdyc, &qx_r, &wcw, &wcb, &qdyc_l};
@@ -223,7 +269,7 @@ static void test_attention(void) {
     for (int i = 0; i < B * T; i++) id0[i] = (i * 7 + 3) % V, y0[i] = (i * 5 + 1) % V;
     CHECK_OK(mpx_graph_set_input(g, ids, id0, MPX_I32, B * T));
     CHECK_OK(mpx_graph_set_input(g, labels, y0, MPX_I32, B * T));
-    run(g);
+    run(g, NULL);
 
     mpx_tensor tq = value(g, q, 3, hs, 0), tk = value(g, k, 3, hs, 0), tv = value(g, v, 3, hs, 0);
     mpx_tensor ts = value(g, s, 3, ss, 0), to = value(g, o, 3, hs, 0), tl = value(g, logits, 2, ls, 0);

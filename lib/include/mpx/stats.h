@@ -24,13 +24,19 @@
  *           input and weight, E4M3 or Q(16, f); MPX_OPERAND_DY: its output gradient, E5M2 or
  *           Q(16, f)), counted on their values times the scale, as the backward pass cast them,
  *           and the per-tensor scale used (MXFP8: 2^-e for e the midpoint of the range of its
- *           block exponents; fixed16: 1); zeros in other modes;
+ *           block exponents; fixed16: 1); zeros in other modes; operand_scale_lo[k] and
+ *           operand_scale_hi[k] the smallest and largest scale any block or tensor of that
+ *           operand was multiplied by in the step's casts (per-tensor recipes: the scale;
+ *           log2(hi / lo) is the spread of MXFP8's block scales in binades);
  *   whatif[k], whatif_scale[k] — log.whatif: the same activation gradient (its values before
  *           rounding, as act counts them) counted as recipe k would cast it, without changing
  *           training (MPX_WHATIF_*: FP16, BF16, E5M2 unscaled, E5M2 and E4M3 with a current
  *           per-tensor scale, MXFP8 E5M2 blocks, MXFP4 and NVFP4 E2M1 blocks: fp4.h), and the
  *           scale it would use (1 unscaled; for MXFP8 and MXFP4 2^-e for the midpoint e of its
- *           block exponents; NVFP4 1 / its tensor scale); zeros for recipes not asked.
+ *           block exponents; NVFP4 1 / its tensor scale), and the smallest and largest scale
+ *           of its blocks (whatif_scale_lo, _hi: MXFP8 and MXFP4 2^-e, NVFP4 1 / (block scale x
+ *           tensor scale), Inf where a block scale rounded to 0; the scale for the others);
+ *           zeros for recipes not asked.
  *           The histogram of a scaled recipe is act's shifted by log2 of its scale.
  */
 #ifndef MPX_STATS_H
@@ -50,9 +56,9 @@ typedef struct {
     uint64_t update_nonzero;          /* elements with a nonzero update */
     double update_lost, update_error; /* fraction of those lost; mean relative error */
     mpx_cast_stats operand[3]; /* MPX_OPERAND_X, MPX_OPERAND_W, MPX_OPERAND_DY */
-    double operand_scale[3];
+    double operand_scale[3], operand_scale_lo[3], operand_scale_hi[3];
     mpx_cast_stats whatif[8]; /* MPX_WHATIF_* */
-    double whatif_scale[8];
+    double whatif_scale[8], whatif_scale_lo[8], whatif_scale_hi[8];
 } mpx_layer_stats;
 
 enum { MPX_OPERAND_X = 0, MPX_OPERAND_W, MPX_OPERAND_DY };
