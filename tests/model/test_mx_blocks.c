@@ -189,12 +189,14 @@ static void test_conv_linear(void) {
     mpx_conv2d_attr at = {1, 1, 1, 1};
 
     /* forward: inputs along C (last), weights along IN / KH KW C (rows) */
-    mpx_tensor qx = e4(&x, LAST), qcw = e4(&cw, ROWS), qcw_o = e4(&cw, LAST), want = host(4, ys, NULL);
+    mpx_tensor qx = e4(&x, LAST), qcw = e4(&cw, ROWS), qcw_o = e4(&cw, LAST);
+    mpx_tensor want = host(4, ys, NULL);
     CHECK_OK(mpx_conv2d_forward_cpu(ctx, &at, &qx, &qcw, &cb, &want));
     expect_same("conv forward", yc.data, &want);
     CHECK_OK(mpx_conv2d_forward_cpu(ctx, &at, &qx, &qcw_o, &cb, &want));
     expect_other("conv forward (weight blocked along OUT)", yc.data, &want);
-    mpx_tensor qf = e4(&f, LAST), qfw = e4(&fw, ROWS), qfw_o = e4(&fw, LAST), wf = host(2, os, NULL);
+    mpx_tensor qf = e4(&f, LAST), qfw = e4(&fw, ROWS), qfw_o = e4(&fw, LAST);
+    mpx_tensor wf = host(2, os, NULL);
     CHECK_OK(mpx_linear_forward_cpu(ctx, &qf, &qfw, &fb, &wf));
     expect_same("linear forward", yf.data, &wf);
     CHECK_OK(mpx_linear_forward_cpu(ctx, &qf, &qfw_o, &fb, &wf));
@@ -272,7 +274,8 @@ static void test_attention(void) {
     run(g, NULL);
 
     mpx_tensor tq = value(g, q, 3, hs, 0), tk = value(g, k, 3, hs, 0), tv = value(g, v, 3, hs, 0);
-    mpx_tensor ts = value(g, s, 3, ss, 0), to = value(g, o, 3, hs, 0), tl = value(g, logits, 2, ls, 0);
+    mpx_tensor ts = value(g, s, 3, ss, 0), to = value(g, o, 3, hs, 0);
+    mpx_tensor tl = value(g, logits, 2, ls, 0);
     mpx_tensor to2 = value(g, o2, 2, rs, 0), dl = value(g, logits, 2, ls, 1);
     mpx_tensor dov = value(g, o, 3, hs, 1), dsv = value(g, s, 3, ss, 1);
     mpx_tensor dq = value(g, q, 3, hs, 1), dk = value(g, k, 3, hs, 1), dv = value(g, v, 3, hs, 1);
@@ -283,12 +286,14 @@ static void test_attention(void) {
     mpx_tensor qq = e4(&tq, LAST), qk_l = e4(&tk, LAST), ws = host(3, ss, NULL);
     CHECK_OK(mpx_bmm_forward_cpu(ctx, &qk, &qq, &qk_l, &ws));
     expect_same("bmm q k^T forward", ts.data, &ws);
-    mpx_tensor qs = e4(&ts, LAST), qv = e4(&tv, BATCH_ROWS), qv_l = e4(&tv, LAST), wo = host(3, hs, NULL);
+    mpx_tensor qs = e4(&ts, LAST), qv = e4(&tv, BATCH_ROWS), qv_l = e4(&tv, LAST);
+    mpx_tensor wo = host(3, hs, NULL);
     CHECK_OK(mpx_bmm_forward_cpu(ctx, &sv, &qs, &qv, &wo));
     expect_same("bmm s v forward", to.data, &wo);
     CHECK_OK(mpx_bmm_forward_cpu(ctx, &sv, &qs, &qv_l, &wo));
     expect_other("bmm s v forward (v blocked along D)", to.data, &wo);
-    mpx_tensor qo2 = e4(&to2, LAST), qe = e4(&emb, LAST), qe_r = e4(&emb, ROWS), wl = host(2, ls, NULL);
+    mpx_tensor qo2 = e4(&to2, LAST), qe = e4(&emb, LAST), qe_r = e4(&emb, ROWS);
+    mpx_tensor wl = host(2, ls, NULL);
     CHECK_OK(mpx_linear_t_forward_cpu(ctx, &qo2, &qe, NULL, &wl));
     expect_same("tied decoder forward", tl.data, &wl);
 
