@@ -3,7 +3,9 @@
  * y.shape[i] = x.shape[perm[i]] and y[j0, .., jn] = x at the index whose dim perm[i] is j_i.
  * Tensors of fewer than 4 dims are handled as 4-D with leading 1s. y is written in order, one
  * innermost row at a time: a straight copy when the innermost dim stays innermost (the head
- * split/merge, perm {0, 2, 1, 3}, copies rows of D floats), a strided gather otherwise.
+ * split/merge, perm {0, 2, 1, 3}, copies rows of D floats); a transpose of the last two dims
+ * (x's innermost becomes y's second-to-last: MXFP8's column blocks) in 32 x 32 tiles, which
+ * keep the strided reads in cache; a strided gather otherwise.
  * Backward is the forward with the inverse permutation. Pure data movement: exact, and
  * independent of the thread count.
  */
@@ -46,6 +48,23 @@ static mpx_status permute(const char *op, const int *perm, const char *xn, const
     float *yd = y->data;
     const int64_t inner = ys[3], outer = ys[0] * ys[1] * ys[2];
     const int contiguous = xs[3] == 1;
+    if (!contiguous && xs[2] == 1) { /* a transpose of y's last two dims: in tiles */
+        enum { TILE = 32 };
+        const int64_t ta = (ys[2] + TILE - 1) / TILE, tiles = ys[0] * ys[1] * ta;
+#pragma omp parallel for schedule(static) if (outer * inner >= OPS_PAR_MIN)
+        for (int64_t t = 0; t < tiles; t++) {
+            const int64_t a0 = (t % ta) * TILE, j1 = (t / ta) % ys[1], j0 = t / (ta * ys[1]);
+            const int64_t a1 = a0 + TILE < ys[2] ? a0 + TILE : ys[2];
+            const float *src = xd + j0 * xs[0] + j1 * xs[1];
+            float *dst = yd + (j0 * ys[1] + j1) * ys[2] * inner;
+            for (int64_t b0 = 0; b0 < inner; b0 += TILE) {
+                const int64_t b1 = b0 + TILE < inner ? b0 + TILE : inner;
+                for (int64_t a = a0; a < a1; a++)
+                    for (int64_t b = b0; b < b1; b++) dst[a * inner + b] = src[a + b * xs[3]];
+            }
+        }
+        return MPX_OK;
+    }
 #pragma omp parallel for schedule(static) if (outer * inner >= OPS_PAR_MIN)
     for (int64_t o = 0; o < outer; o++) {
         int64_t j2 = o % ys[2], j1 = (o / ys[2]) % ys[1], j0 = o / (ys[2] * ys[1]);

@@ -164,13 +164,14 @@ int main(void) {
     uint64_t seed = 10;
     int perm[4];
     static const int64_t s1[] = {7}, s2[] = {7, 9}, s3[] = {3, 4, 5}, s4[] = {2, 3, 4, 5},
-                         s5[] = {2, 64, 12, 32}, s6[] = {1, 5, 1, 3};
+                         s5[] = {2, 64, 12, 32}, s6[] = {1, 5, 1, 3}, s7[] = {3, 70, 45};
     all_perms(1, s1, perm, 0, 0, 1, &seed);
     all_perms(2, s2, perm, 0, 0, 1, &seed);
     all_perms(3, s3, perm, 0, 0, 1, &seed);
     all_perms(4, s4, perm, 0, 0, 1, &seed);
     all_perms(4, s6, perm, 0, 0, 1, &seed); /* unit dims */
     all_perms(4, s5, perm, 0, 0, 0, &seed); /* 49152 elements: the OpenMP path */
+    all_perms(3, s7, perm, 0, 0, 0, &seed); /* transposes in tiles with ragged edges */
     check_heads();
     check_errors();
     return mpx_test_done(__FILE__);
