@@ -246,6 +246,13 @@ static void cpu_mx_quantize(const mpx_backend *be, mpx_dtype fmt, mpx_mx_rule ru
     mpx_mx_quantize(fmt, rule, src, dst, n, row, stats, sc);
 }
 
+static void cpu_mx_quantize_cols(const mpx_backend *be, mpx_dtype fmt, mpx_mx_rule rule,
+                                 const float *src, float *dst, size_t batches, size_t rows,
+                                 size_t cols, mpx_cast_stats *stats, mpx_mx_scales *sc) {
+    (void)be;
+    mpx_mx_quantize_cols(fmt, rule, src, dst, batches, rows, cols, stats, sc);
+}
+
 static void cpu_fixed_quantize(const mpx_backend *be, const mpx_fixed_spec *s, const float *src,
                                float *dst, size_t n, mpx_cast_stats *stats) {
     (void)be;
@@ -543,6 +550,7 @@ static mpx_backend g_cpu = {
     .decode = cpu_decode,
     .fp8_quantize = cpu_fp8_quantize,
     .mx_quantize = cpu_mx_quantize,
+    .mx_quantize_cols = cpu_mx_quantize_cols,
     .fixed_quantize = cpu_fixed_quantize,
     .moments = cpu_moments,
     .moments_to = cpu_moments_to,

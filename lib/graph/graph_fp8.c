@@ -97,8 +97,9 @@ static float tensor_scale(mpx_graph *g, gnode *n, int slot, mpx_dtype fmt, float
 }
 
 /* MXFP8 blocks of f (the operand v's values, FP32 scratch) along k: in place along the last
- * dimension; otherwise f is [B, R, C] (B = 1 for GEMM_K_ROWS), transposed into scratch as
- * [B, C, R], quantized there in rows of R, and transposed back. */
+ * dimension; otherwise f is [B, R, C] (B = 1 for GEMM_K_ROWS), blocked down its columns by the
+ * backend, or transposed into scratch as [B, C, R], quantized there in rows of R, and
+ * transposed back where the backend has no column blocks. */
 static mpx_status mx_blocks(mpx_graph *g, mpx_dtype fmt, gemm_k k, const mpx_tensor *v, float *f,
                             mpx_cast_stats *st, mpx_mx_scales *sc) {
     const mpx_backend *be = g->be;
@@ -112,6 +113,10 @@ static mpx_status mx_blocks(mpx_graph *g, mpx_dtype fmt, gemm_k k, const mpx_ten
     if (k == GEMM_K_BATCH_ROWS)
         for (int d = 0; d < v->ndim - 2; d++) b *= v->shape[d];
     const int64_t r = count / (b * c);
+    if (be->mx_quantize_cols) {
+        be->mx_quantize_cols(be, fmt, rule, f, f, (size_t)b, (size_t)r, (size_t)c, st, sc);
+        return MPX_OK;
+    }
     float *t = scratch_take(g, count);
     if (!t) return scratch_fail(g, "an MXFP8 operand's transpose");
     static const int perm[3] = {0, 2, 1};

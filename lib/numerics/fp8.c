@@ -144,11 +144,45 @@ int mpx_mx_exponent_of(double max, mpx_mx_rule rule, float amax) {
     return mpx_fp_mx_exponent(max, rule == MPX_MX_CEIL, amax, MPX_MX_NAN_EXP);
 }
 
+/* The shared exponent of a block whose largest |x| has the bits abits (NaN above Inf), noted
+ * into s. */
+static int block_exponent(mpx_dtype fmt, mpx_mx_rule rule, uint32_t abits, mpx_mx_scales *s) {
+    const float amax = mpx_fp_float(abits);
+    const int e = mpx_mx_exponent(fmt, rule, isnan(amax) ? INFINITY : amax);
+    s->blocks++;
+    if (e == MPX_MX_NAN_EXP) {
+        s->nan_blocks++;
+    } else if (amax == 0) {
+        s->zero_blocks++;
+    } else {
+        if (e < s->min_exp) s->min_exp = e;
+        if (e > s->max_exp) s->max_exp = e;
+    }
+    return e;
+}
+
+/* What a block's values are multiplied by before the cast (exact), and after it. */
+static inline float block_down(int e) { return e == MPX_MX_NAN_EXP ? 1.0f : pow2f(-e); }
+static inline float block_up(float v, int e) { return e == MPX_MX_NAN_EXP ? NAN : v * pow2f(e); }
+
+/* len <= QCHUNK values already divided by their blocks' scales, cast into fmt in place. */
+static void cast_scaled(mpx_dtype fmt, float *tmp, size_t len, mpx_cast_stats *stats) {
+    if (!stats) {
+        quantize_fast(fmt, 1.0f, tmp, tmp, len);
+        return;
+    }
+    uint8_t codes[QCHUNK];
+    stats->overflow += mpx_fp8_saturate(fmt, tmp, len);
+    mpx_cast_spec spec = mpx_cast_plain(fmt);
+    spec.stats = stats;
+    mpx_cast(&spec, tmp, codes, len);
+    mpx_decode(fmt, codes, tmp, len);
+}
+
 /* One run of len <= QCHUNK elements of a row (its blocks start at src), with its own counts. */
 static void mx_chunk(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *dst, size_t len,
                      mpx_cast_stats *stats, mpx_mx_scales *s) {
     float tmp[QCHUNK];
-    uint8_t codes[QCHUNK];
     int exps[QCHUNK / MPX_MX_BLOCK + 1];
     int nb = 0;
     for (size_t b0 = 0; b0 < len; b0 += MPX_MX_BLOCK, nb++) {
@@ -158,37 +192,82 @@ static void mx_chunk(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *d
             const uint32_t a = mpx_fp_bits(src[i]) & 0x7fffffffu;
             abits = a > abits ? a : abits;
         }
-        const float amax = mpx_fp_float(abits);
-        const int e = mpx_mx_exponent(fmt, rule, isnan(amax) ? INFINITY : amax);
-        exps[nb] = e;
-        s->blocks++;
-        if (e == MPX_MX_NAN_EXP) {
-            s->nan_blocks++;
-        } else if (amax == 0) {
-            s->zero_blocks++;
-        } else {
-            if (e < s->min_exp) s->min_exp = e;
-            if (e > s->max_exp) s->max_exp = e;
-        }
-        const float down = e == MPX_MX_NAN_EXP ? 1.0f : pow2f(-e);
+        const int e = exps[nb] = block_exponent(fmt, rule, abits, s);
+        const float down = block_down(e);
         for (size_t i = b0; i < b1; i++) tmp[i] = src[i] * down; /* exact */
     }
-    if (stats) {
-        stats->overflow += mpx_fp8_saturate(fmt, tmp, len);
-        mpx_cast_spec spec = mpx_cast_plain(fmt);
-        spec.stats = stats;
-        mpx_cast(&spec, tmp, codes, len);
-        mpx_decode(fmt, codes, tmp, len);
-    } else {
-        quantize_fast(fmt, 1.0f, tmp, tmp, len);
-    }
+    cast_scaled(fmt, tmp, len, stats);
     nb = 0;
     for (size_t b0 = 0; b0 < len; b0 += MPX_MX_BLOCK, nb++) {
         const size_t b1 = b0 + MPX_MX_BLOCK < len ? b0 + MPX_MX_BLOCK : len;
-        const int e = exps[nb];
-        const float up = pow2f(e == MPX_MX_NAN_EXP ? 0 : e);
-        for (size_t i = b0; i < b1; i++) dst[i] = e == MPX_MX_NAN_EXP ? NAN : tmp[i] * up;
+        for (size_t i = b0; i < b1; i++) dst[i] = block_up(tmp[i], exps[nb]);
     }
+}
+
+enum { TILE_W = QCHUNK / MPX_MX_BLOCK }; /* columns of a column-block tile */
+
+/* One tile of mpx_mx_quantize_cols: h <= 32 rows (one block down each column) of w <= TILE_W
+ * columns, rows `stride` apart, with its own counts. */
+static void mx_tile(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *dst, size_t h,
+                    size_t w, size_t stride, mpx_cast_stats *stats, mpx_mx_scales *s) {
+    float tmp[QCHUNK], down[TILE_W], up[TILE_W];
+    uint32_t abits[TILE_W] = {0};
+    int nan_block[TILE_W];
+    for (size_t r = 0; r < h; r++)
+        for (size_t c = 0; c < w; c++) {
+            const uint32_t a = mpx_fp_bits(src[r * stride + c]) & 0x7fffffffu;
+            abits[c] = a > abits[c] ? a : abits[c];
+        }
+    for (size_t c = 0; c < w; c++) {
+        const int e = block_exponent(fmt, rule, abits[c], s);
+        nan_block[c] = e == MPX_MX_NAN_EXP;
+        down[c] = block_down(e);
+        up[c] = block_up(1.0f, e);
+    }
+    for (size_t r = 0; r < h; r++)
+        for (size_t c = 0; c < w; c++) tmp[r * w + c] = src[r * stride + c] * down[c];
+    cast_scaled(fmt, tmp, h * w, stats);
+    for (size_t r = 0; r < h; r++) /* block_up, its 2^e taken once per column */
+        for (size_t c = 0; c < w; c++)
+            dst[r * stride + c] = nan_block[c] ? NAN : tmp[r * w + c] * up[c];
+}
+
+/* Per-thread counts and scales merged into the totals. */
+static void merge_scales(mpx_mx_scales *total, const mpx_mx_scales *s) {
+    total->blocks += s->blocks;
+    total->zero_blocks += s->zero_blocks;
+    total->nan_blocks += s->nan_blocks;
+    if (s->min_exp < total->min_exp) total->min_exp = s->min_exp;
+    if (s->max_exp > total->max_exp) total->max_exp = s->max_exp;
+}
+
+void mpx_mx_quantize_cols(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *dst,
+                          size_t batches, size_t rows, size_t cols, mpx_cast_stats *stats,
+                          mpx_mx_scales *sc) {
+    const size_t rb = (rows + MPX_MX_BLOCK - 1) / MPX_MX_BLOCK, cb = (cols + TILE_W - 1) / TILE_W;
+    const long items = (long)(batches * rb * cb);
+    mpx_mx_scales total = {0, 0, 0, 127, -127};
+#pragma omp parallel if (batches * rows * cols >= 4 * QCHUNK)
+    {
+        mpx_cast_stats local;
+        memset(&local, 0, sizeof local);
+        mpx_mx_scales s = {0, 0, 0, 127, -127};
+#pragma omp for schedule(static)
+        for (long it = 0; it < items; it++) {
+            const size_t c0 = (size_t)it % cb * TILE_W, r0 = (size_t)it / cb % rb * MPX_MX_BLOCK;
+            const size_t off = (size_t)it / (cb * rb) * rows * cols + r0 * cols + c0;
+            const size_t h = rows - r0 < MPX_MX_BLOCK ? rows - r0 : MPX_MX_BLOCK;
+            const size_t w = cols - c0 < TILE_W ? cols - c0 : TILE_W;
+            mx_tile(fmt, rule, src + off, dst + off, h, w, cols, stats ? &local : NULL, &s);
+        }
+#pragma omp critical(mpx_mx_stats)
+        {
+            if (stats) mpx_cast_stats_add(stats, &local);
+            merge_scales(&total, &s);
+        }
+    }
+    if (total.min_exp > total.max_exp) total.min_exp = total.max_exp = 0;
+    if (sc) *sc = total;
 }
 
 void mpx_mx_quantize(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *dst, size_t n,
@@ -213,11 +292,7 @@ void mpx_mx_quantize(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *d
 #pragma omp critical(mpx_mx_stats)
         {
             if (stats) mpx_cast_stats_add(stats, &local);
-            total.blocks += s.blocks;
-            total.zero_blocks += s.zero_blocks;
-            total.nan_blocks += s.nan_blocks;
-            if (s.min_exp < total.min_exp) total.min_exp = s.min_exp;
-            if (s.max_exp > total.max_exp) total.max_exp = s.max_exp;
+            merge_scales(&total, &s);
         }
     }
     if (total.min_exp > total.max_exp) total.min_exp = total.max_exp = 0;

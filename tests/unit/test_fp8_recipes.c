@@ -12,7 +12,8 @@
  *    blocks (saturation under the floor rule, none under ceil, an all-zero block, NaN and Inf
  *    blocks, FP32-subnormal-only blocks, rows that end inside a block) against the reference;
  *    on a large random tensor in both formats and rules, the fast path in place the counted
- *    path's bits (per-tensor quantization in place too).
+ *    path's bits (per-tensor quantization in place too); column blocks the same bits, counts
+ *    and scales as row blocks of the transposed matrices.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -247,6 +248,67 @@ static void check_mx_paths(void) {
     free(x), free(fast), free(cnt), free(want);
 }
 
+/* Column blocks (mpx_mx_quantize_cols) against row blocks of the transposed matrices: the same
+ * bits, counts and scales, counted and fast, on batches of matrices with ragged edges (rows and
+ * columns not multiples of 32 or of the 128-column tiles) whose blocks are zero, NaN, Inf,
+ * FP32-subnormal or spread over 60 binades. */
+static void check_mx_cols(void) {
+    enum { B = 3, R = 70, C = 150, N = B * R * C };
+    float *x = malloc(N * sizeof *x), *t = malloc(N * sizeof *t), *cols = malloc(N * sizeof *x);
+    float *fast = malloc(N * sizeof *x), *back = malloc(N * sizeof *x);
+    mpx_rng r = mpx_rng_make(13, MPX_RNG_TEST, 0);
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            const int kind = (int)mpx_rng_below(&r, 20), e = (int)mpx_rng_below(&r, 60) - 40;
+            for (int i = 0; i < R; i++) {
+                const float m = (mpx_rng_uniform(&r) - 0.5f) * 2;
+                x[(b * R + i) * C + c] = kind == 0 ? 0.0f : kind == 1 ? 0x1p-140f * m : ldexpf(m, e);
+            }
+            if (kind == 2) x[(b * R + 33) * C + c] = NAN;
+            if (kind == 3) x[(b * R + 69) * C + c] = -INFINITY;
+        }
+    for (int b = 0; b < B; b++) /* t: each matrix transposed, [C, R] */
+        for (int i = 0; i < R; i++)
+            for (int c = 0; c < C; c++) t[(b * C + c) * R + i] = x[(b * R + i) * C + c];
+    for (int f = 0; f < 2; f++) {
+        const mpx_dtype fmt = f ? MPX_F8_E5M2 : MPX_F8_E4M3;
+        for (int rule = 0; rule < 2; rule++) {
+            mpx_cast_stats sc_cols, sc_rows;
+            mpx_mx_scales k_cols, k_rows;
+            memset(&sc_cols, 0, sizeof sc_cols);
+            memset(&sc_rows, 0, sizeof sc_rows);
+            mpx_mx_quantize_cols(fmt, (mpx_mx_rule)rule, x, cols, B, R, C, &sc_cols, &k_cols);
+            memcpy(fast, x, N * sizeof *x);
+            mpx_mx_quantize_cols(fmt, (mpx_mx_rule)rule, fast, fast, B, R, C, NULL, NULL);
+            mpx_mx_quantize(fmt, (mpx_mx_rule)rule, t, back, N, R, &sc_rows, &k_rows);
+            long bad = 0, paths = 0;
+            for (int b = 0; b < B; b++)
+                for (int i = 0; i < R; i++)
+                    for (int c = 0; c < C; c++) {
+                        const int k = (b * R + i) * C + c;
+                        bad += !same(cols[k], back[(b * C + c) * R + i]);
+                        paths += !same(fast[k], cols[k]);
+                    }
+            const char *name = f ? "e5m2" : "e4m3", *rn = rule ? "ceil" : "floor";
+            CHECK(bad == 0, "mx cols %s %s: %ld of %d elements differ from the transposed rows",
+                  name, rn, bad, N);
+            CHECK(paths == 0, "mx cols %s %s: fast and counted paths differ in %ld elements",
+                  name, rn, paths);
+            CHECK(memcmp(&sc_cols, &sc_rows, sizeof sc_cols) == 0,
+                  "mx cols %s %s: counts differ from the transposed rows' (%llu vs %llu flushed)",
+                  name, rn, (unsigned long long)sc_cols.flushed, (unsigned long long)sc_rows.flushed);
+            CHECK(k_cols.blocks == k_rows.blocks && k_cols.zero_blocks == k_rows.zero_blocks &&
+                      k_cols.nan_blocks == k_rows.nan_blocks && k_cols.min_exp == k_rows.min_exp &&
+                      k_cols.max_exp == k_rows.max_exp && k_cols.blocks == B * C * 3 &&
+                      k_cols.nan_blocks > 0 && k_cols.zero_blocks > 0,
+                  "mx cols %s %s: block scales differ (%llu blocks, 2^%d..2^%d vs %llu, 2^%d..2^%d)",
+                  name, rn, (unsigned long long)k_cols.blocks, k_cols.min_exp, k_cols.max_exp,
+                  (unsigned long long)k_rows.blocks, k_rows.min_exp, k_rows.max_exp);
+        }
+    }
+    free(x), free(t), free(cols), free(fast), free(back);
+}
+
 int main(void) {
     ref_format e4 = ref_e4m3(), e5 = ref_e5m2();
     check_quantize(MPX_F8_E4M3, &e4);
@@ -256,5 +318,6 @@ int main(void) {
     check_scales();
     check_mx();
     check_mx_paths();
+    check_mx_cols();
     return mpx_test_done(__FILE__);
 }

@@ -78,6 +78,13 @@ typedef struct {
  * gets the scales. */
 void mpx_mx_quantize(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *dst, size_t n,
                      size_t row, mpx_cast_stats *stats, mpx_mx_scales *sc);
+/* The same with blocks down the columns of `batches` row-major [rows, cols] matrices (n = batches
+ * x rows x cols): a block is 32 consecutive rows of one column (the last of a column may be
+ * shorter). Values, counts and scales are those mpx_mx_quantize gives the transposed matrices
+ * (rows of `rows`), without a transpose: a GEMM operand blocked along its leading dimension. */
+void mpx_mx_quantize_cols(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *dst,
+                          size_t batches, size_t rows, size_t cols, mpx_cast_stats *stats,
+                          mpx_mx_scales *sc);
 
 #ifdef __cplusplus
 }
