@@ -134,6 +134,14 @@ static void cuda_mx_quantize(const mpx_backend *be, mpx_dtype fmt, mpx_mx_rule r
     if (failed(mpx_mx_quantize_cuda(fmt, rule, src, dst, n, row, stats, sc)) && sc)
         memset(sc, 0, sizeof *sc);
 }
+static void cuda_mx_quantize_cols(const mpx_backend *be, mpx_dtype fmt, mpx_mx_rule rule,
+                                  const float *src, float *dst, size_t batches, size_t rows,
+                                  size_t cols, mpx_cast_stats *stats, mpx_mx_scales *sc) {
+    (void)be;
+    if (failed(mpx_mx_quantize_cols_cuda(fmt, rule, src, dst, batches, rows, cols, stats, sc)) &&
+        sc)
+        memset(sc, 0, sizeof *sc);
+}
 static void cuda_fixed_quantize(const mpx_backend *be, const mpx_fixed_spec *s, const float *src,
                                 float *dst, size_t n, mpx_cast_stats *stats) {
     (void)be;
@@ -547,6 +555,7 @@ static mpx_backend make_backend(void) {
     b.decode = cuda_decode;
     b.fp8_quantize = cuda_fp8_quantize;
     b.mx_quantize = cuda_mx_quantize;
+    b.mx_quantize_cols = cuda_mx_quantize_cols;
     b.fixed_quantize = cuda_fixed_quantize;
     b.moments = cuda_moments;
     b.moments_to = cuda_moments_to;

@@ -4,9 +4,10 @@
  * Same values and counts as lib/numerics/fp8.c and fixed.c: the element casts use fp_bits.h's
  * encode, decode, MX exponent and Q(16, f) rules, which the CPU uses too; products and
  * quotients are single FP32 roundings (__fmul_rn, __fdiv_rn), as the CPU's; stochastic rounding
- * takes element i's word from Philox at offset + i. Counting: cast_count.cuh. An MX block is one
- * warp (32 lanes, one element each): its amax is a warp reduction of the magnitudes' bits, which
- * order as the values do, a NaN above Inf.
+ * takes element i's word from Philox at offset + i. Counting: cast_count.cuh. An MX block along
+ * a row is one warp (32 lanes, one element each): its amax is a warp reduction of the magnitudes'
+ * bits, which order as the values do, a NaN above Inf; a block down a column is one thread, whose
+ * warp reads 32 neighbouring columns at once.
  */
 #include "lib/cuda/cast_count.cuh"
 #include "lib/cuda/check.cuh"
@@ -82,6 +83,41 @@ struct MxScalesDev {
     int min_exp, max_exp;
 };
 
+/* One thread's (or warp's) share of the block scales' summary, added to *sc once. */
+struct MxScalesLocal {
+    unsigned blocks = 0, zero_blocks = 0, nan_blocks = 0;
+    int min_exp = 127, max_exp = -127;
+
+    __device__ void note(int e, float amax) {
+        blocks++;
+        if (e == MPX_MX_NAN_EXP) {
+            nan_blocks++;
+        } else if (amax == 0.0f) {
+            zero_blocks++;
+        } else {
+            min_exp = e < min_exp ? e : min_exp;
+            max_exp = e > max_exp ? e : max_exp;
+        }
+    }
+    __device__ void add_to(MxScalesDev *sc) const {
+        if (!sc || !blocks) return;
+        atomicAdd(&sc->blocks, (unsigned long long)blocks);
+        atomicAdd(&sc->zero_blocks, (unsigned long long)zero_blocks);
+        atomicAdd(&sc->nan_blocks, (unsigned long long)nan_blocks);
+        atomicMin(&sc->min_exp, min_exp);
+        atomicMax(&sc->max_exp, max_exp);
+    }
+};
+
+/* Element v of a block with shared exponent e, cast and read back (a NaN block is all NaN). */
+template <bool E5, bool STATS>
+__device__ float mx_value(float v, int e, uint32_t c[kCnt], CastCountShared *shared) {
+    const bool nan_block = e == MPX_MX_NAN_EXP;
+    const float down = nan_block ? 1.0f : ldexpf(1.0f, -e); /* exact products */
+    const float q = fp8_value<E5, STATS>(__fmul_rn(v, down), c, shared);
+    return nan_block ? __int_as_float(0x7fc00000) : __fmul_rn(q, ldexpf(1.0f, e));
+}
+
 /* MX blocks along rows of `row` elements (fp8.h: mpx_mx_quantize), one warp per block. */
 template <bool E5, bool STATS>
 __global__ void mx_kernel(const float *src, float *dst, size_t n, size_t row, int round_up,
@@ -89,8 +125,7 @@ __global__ void mx_kernel(const float *src, float *dst, size_t n, size_t row, in
     __shared__ CastCountShared shared;
     if (STATS) cast_count_begin(&shared);
     uint32_t c[kCnt] = {0, 0, 0, 0, 0, 0};
-    unsigned long long blocks = 0, zero_blocks = 0, nan_blocks = 0;
-    int min_exp = 127, max_exp = -127;
+    MxScalesLocal scales;
     const int lane = threadIdx.x & 31;
     const size_t per_row = (row + MPX_MX_BLOCK - 1) / MPX_MX_BLOCK;
     const size_t total = (n + row - 1) / row * per_row;
@@ -105,29 +140,43 @@ __global__ void mx_kernel(const float *src, float *dst, size_t n, size_t row, in
         const float amax =
             __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(v) & 0x7fffffffu));
         const int e = mpx_fp_mx_exponent(F8<E5>::max_d, round_up, amax, MPX_MX_NAN_EXP);
-        blocks++;
-        if (e == MPX_MX_NAN_EXP) {
-            nan_blocks++;
-        } else if (amax == 0.0f) {
-            zero_blocks++;
-        } else {
-            min_exp = e < min_exp ? e : min_exp;
-            max_exp = e > max_exp ? e : max_exp;
-        }
-        if (!mine) continue;
-        const bool nan_block = e == MPX_MX_NAN_EXP;
-        const float down = nan_block ? 1.0f : ldexpf(1.0f, -e); /* exact products */
-        const float q = fp8_value<E5, STATS>(__fmul_rn(v, down), c, &shared);
-        dst[i] = nan_block ? __int_as_float(0x7fc00000) : __fmul_rn(q, ldexpf(1.0f, e));
+        scales.note(e, amax);
+        if (mine) dst[i] = mx_value<E5, STATS>(v, e, c, &shared);
     }
     if (STATS) cast_count_end(&shared, c, stats, n);
-    if (sc && lane == 0 && blocks) {
-        atomicAdd(&sc->blocks, blocks);
-        atomicAdd(&sc->zero_blocks, zero_blocks);
-        atomicAdd(&sc->nan_blocks, nan_blocks);
-        atomicMin(&sc->min_exp, min_exp);
-        atomicMax(&sc->max_exp, max_exp);
+    if (lane == 0) scales.add_to(sc);
+}
+
+/* MX blocks down the columns of `batches` [rows, cols] matrices (fp8.h:
+ * mpx_mx_quantize_cols), one thread per block: neighbouring threads hold neighbouring columns,
+ * so each of a block's 32 rows is one coalesced read across the warp. */
+template <bool E5, bool STATS>
+__global__ void mx_cols_kernel(const float *src, float *dst, size_t batches, size_t rows,
+                               size_t cols, int round_up, mpx_cast_stats *stats,
+                               MxScalesDev *sc) {
+    __shared__ CastCountShared shared;
+    if (STATS) cast_count_begin(&shared);
+    uint32_t c[kCnt] = {0, 0, 0, 0, 0, 0};
+    MxScalesLocal scales;
+    const size_t rb = (rows + MPX_MX_BLOCK - 1) / MPX_MX_BLOCK, total = batches * rb * cols;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
+        const size_t col = t % cols, r0 = t / cols % rb * MPX_MX_BLOCK, batch = t / (cols * rb);
+        const size_t h = rows - r0 < MPX_MX_BLOCK ? rows - r0 : MPX_MX_BLOCK;
+        const size_t base = (batch * rows + r0) * cols + col;
+        uint32_t abits = 0;
+        for (size_t r = 0; r < h; r++) {
+            const uint32_t a = __float_as_uint(src[base + r * cols]) & 0x7fffffffu;
+            abits = a > abits ? a : abits;
+        }
+        const float amax = __uint_as_float(abits);
+        const int e = mpx_fp_mx_exponent(F8<E5>::max_d, round_up, amax, MPX_MX_NAN_EXP);
+        scales.note(e, amax);
+        for (size_t r = 0; r < h; r++)
+            dst[base + r * cols] = mx_value<E5, STATS>(src[base + r * cols], e, c, &shared);
     }
+    if (STATS) cast_count_end(&shared, c, stats, batches * rows * cols);
+    scales.add_to(sc);
 }
 
 /* dst[i] = the Q(16, frac) value of src[i], non-finite values kept (fixed.h). */
@@ -187,32 +236,23 @@ extern "C" mpx_status mpx_fp8_quantize_cuda(mpx_dtype fmt, float scale, const fl
     return MPX_OK;
 }
 
-extern "C" mpx_status mpx_mx_quantize_cuda(mpx_dtype fmt, mpx_mx_rule rule, const float *src,
-                                           float *dst, size_t n, size_t row, mpx_cast_stats *stats,
-                                           mpx_mx_scales *sc) {
-    MPX_TRY(check_fp8("mpx_mx_quantize_cuda", fmt));
+namespace {
+
+/* Launch an MX kernel over n elements (launch(grid, scales_dev)) and, when sc is not NULL,
+ * read its block scales' summary back into *sc. */
+template <class Launch>
+mpx_status mx_run(size_t n, mpx_mx_scales *sc, Launch launch) {
     mpx_mx_scales out = {0, 0, 0, 0, 0};
-    if (row == 0 || row > n) row = n;
     if (n > 0) {
-        const size_t blocks = (n + row - 1) / row * ((row + MPX_MX_BLOCK - 1) / MPX_MX_BLOCK);
         unsigned g = 1;
-        MPX_TRY(mpx_cuda_grid(blocks * 32, &g));
+        MPX_TRY(mpx_cuda_grid(n, &g));
         MxScalesDev *d = nullptr;
         if (sc) {
             MPX_TRY(mpx_cuda_scratch(sizeof *d, (void **)&d));
             const MxScalesDev init = {0, 0, 0, 127, -127};
             MPX_CUDA_TRY(cudaMemcpyAsync(d, &init, sizeof init, cudaMemcpyHostToDevice));
         }
-        const int up = rule == MPX_MX_CEIL;
-        const bool e5 = fmt == MPX_F8_E5M2;
-        if (e5 && stats)
-            mx_kernel<true, true><<<g, kLaunchThreads>>>(src, dst, n, row, up, stats, d);
-        else if (e5)
-            mx_kernel<true, false><<<g, kLaunchThreads>>>(src, dst, n, row, up, stats, d);
-        else if (stats)
-            mx_kernel<false, true><<<g, kLaunchThreads>>>(src, dst, n, row, up, stats, d);
-        else
-            mx_kernel<false, false><<<g, kLaunchThreads>>>(src, dst, n, row, up, stats, d);
+        launch(g, d);
         MPX_CUDA_TRY(cudaGetLastError());
         if (sc) {
             MxScalesDev h;
@@ -228,6 +268,50 @@ extern "C" mpx_status mpx_mx_quantize_cuda(mpx_dtype fmt, mpx_mx_rule rule, cons
     }
     if (sc) *sc = out;
     return MPX_OK;
+}
+
+} // namespace
+
+extern "C" mpx_status mpx_mx_quantize_cuda(mpx_dtype fmt, mpx_mx_rule rule, const float *src,
+                                           float *dst, size_t n, size_t row, mpx_cast_stats *stats,
+                                           mpx_mx_scales *sc) {
+    MPX_TRY(check_fp8("mpx_mx_quantize_cuda", fmt));
+    if (row == 0 || row > n) row = n;
+    const int up = rule == MPX_MX_CEIL;
+    const bool e5 = fmt == MPX_F8_E5M2;
+    /* one warp per block: as many threads as blocks times 32 */
+    const size_t threads = n ? (n + row - 1) / row * ((row + MPX_MX_BLOCK - 1) / MPX_MX_BLOCK) * 32 : 0;
+    return mx_run(threads, sc, [&](unsigned g, MxScalesDev *d) {
+        if (e5 && stats)
+            mx_kernel<true, true><<<g, kLaunchThreads>>>(src, dst, n, row, up, stats, d);
+        else if (e5)
+            mx_kernel<true, false><<<g, kLaunchThreads>>>(src, dst, n, row, up, stats, d);
+        else if (stats)
+            mx_kernel<false, true><<<g, kLaunchThreads>>>(src, dst, n, row, up, stats, d);
+        else
+            mx_kernel<false, false><<<g, kLaunchThreads>>>(src, dst, n, row, up, stats, d);
+    });
+}
+
+extern "C" mpx_status mpx_mx_quantize_cols_cuda(mpx_dtype fmt, mpx_mx_rule rule, const float *src,
+                                                float *dst, size_t batches, size_t rows,
+                                                size_t cols, mpx_cast_stats *stats,
+                                                mpx_mx_scales *sc) {
+    MPX_TRY(check_fp8("mpx_mx_quantize_cols_cuda", fmt));
+    const int up = rule == MPX_MX_CEIL;
+    const bool e5 = fmt == MPX_F8_E5M2;
+    const size_t b = batches, r = rows, c = cols;
+    /* sized by elements: a block's thread handles up to 32 of them */
+    return mx_run(b * r * c, sc, [&](unsigned g, MxScalesDev *d) {
+        if (e5 && stats)
+            mx_cols_kernel<true, true><<<g, kLaunchThreads>>>(src, dst, b, r, c, up, stats, d);
+        else if (e5)
+            mx_cols_kernel<true, false><<<g, kLaunchThreads>>>(src, dst, b, r, c, up, stats, d);
+        else if (stats)
+            mx_cols_kernel<false, true><<<g, kLaunchThreads>>>(src, dst, b, r, c, up, stats, d);
+        else
+            mx_cols_kernel<false, false><<<g, kLaunchThreads>>>(src, dst, b, r, c, up, stats, d);
+    });
 }
 
 extern "C" mpx_status mpx_fixed_quantize_cuda(const mpx_fixed_spec *s, const float *src, float *dst,

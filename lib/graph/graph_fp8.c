@@ -33,7 +33,8 @@ struct node_fp8 {
 
 mpx_status fp8_init(mpx_graph *g) {
     if (mpx_precision_quantizes_operands(&g->prec) &&
-        !(g->be->fp8_quantize && g->be->mx_quantize && g->be->fixed_quantize))
+        !(g->be->fp8_quantize && g->be->mx_quantize && g->be->mx_quantize_cols &&
+          g->be->fixed_quantize))
         return mpx_fail(MPX_ERR_UNSUPPORTED,
                         "precision.mode = %s: the %s backend has no "
                         "operand quantization",
@@ -96,10 +97,8 @@ static float tensor_scale(mpx_graph *g, gnode *n, int slot, mpx_dtype fmt, float
     }
 }
 
-/* MXFP8 blocks of f (the operand v's values, FP32 scratch) along k: in place along the last
- * dimension; otherwise f is [B, R, C] (B = 1 for GEMM_K_ROWS), blocked down its columns by the
- * backend, or transposed into scratch as [B, C, R], quantized there in rows of R, and
- * transposed back where the backend has no column blocks. */
+/* MXFP8 blocks of f (the operand v's values, FP32 scratch) along k, in place: along the last
+ * dimension, or f is [B, R, C] (B = 1 for GEMM_K_ROWS) blocked down its columns. */
 static mpx_status mx_blocks(mpx_graph *g, mpx_dtype fmt, gemm_k k, const mpx_tensor *v, float *f,
                             mpx_cast_stats *st, mpx_mx_scales *sc) {
     const mpx_backend *be = g->be;
@@ -113,26 +112,8 @@ static mpx_status mx_blocks(mpx_graph *g, mpx_dtype fmt, gemm_k k, const mpx_ten
     if (k == GEMM_K_BATCH_ROWS)
         for (int d = 0; d < v->ndim - 2; d++) b *= v->shape[d];
     const int64_t r = count / (b * c);
-    if (be->mx_quantize_cols) {
-        be->mx_quantize_cols(be, fmt, rule, f, f, (size_t)b, (size_t)r, (size_t)c, st, sc);
-        return MPX_OK;
-    }
-    float *t = scratch_take(g, count);
-    if (!t) return scratch_fail(g, "an MXFP8 operand's transpose");
-    static const int perm[3] = {0, 2, 1};
-    mpx_tensor rows, cols;
-    memset(&rows, 0, sizeof rows);
-    rows.dtype = MPX_F32;
-    rows.device = be->device;
-    rows.ndim = 3;
-    cols = rows;
-    rows.data = f, cols.data = t;
-    rows.shape[0] = cols.shape[0] = b;
-    rows.shape[1] = cols.shape[2] = r;
-    rows.shape[2] = cols.shape[1] = c;
-    MPX_TRY(be->permute_forward(be, perm, &rows, &cols));
-    be->mx_quantize(be, fmt, rule, t, t, (size_t)count, (size_t)r, st, sc);
-    return be->permute_forward(be, perm, &cols, &rows);
+    be->mx_quantize_cols(be, fmt, rule, f, f, (size_t)b, (size_t)r, (size_t)c, st, sc);
+    return MPX_OK;
 }
 
 mpx_status fp8_operand(mpx_graph *g, gnode *n, int slot, gemm_k k, mpx_tensor *v) {

@@ -2,8 +2,9 @@
  * the CPU's (fp8.h, fixed.h): the same values and identical counts (every field of
  * mpx_cast_stats, histogram included) on the same random data, for FP8 E4M3 and E5M2 under
  * per-tensor scales (with values past both formats' ranges), MX blocks under both exponent
- * rules along rows that do not divide into blocks (and a short last row), with the block scales'
- * summary, and Q(16, f) fixed point under RNE and stochastic rounding. Every rule is shared
+ * rules along rows that do not divide into blocks (and a short last row) and down the columns of
+ * batches of matrices whose sides do not divide into blocks, with the block scales' summary, and
+ * Q(16, f) fixed point under RNE and stochastic rounding. Every rule is shared
  * (fp_bits.h) and every product a single FP32 rounding, so the comparison is exact; only NaN
  * payloads may differ (a NaN result is NaN on both).
  * Skipped (77) when there is no CUDA device.
@@ -116,6 +117,19 @@ static void check_fp8(const bufs *b) {
             }
 }
 
+/* The block scales' summaries equal. */
+static void same_scales(const mpx_mx_scales *g, const mpx_mx_scales *c, const char *what) {
+    CHECK(g->blocks == c->blocks && g->zero_blocks == c->zero_blocks &&
+              g->nan_blocks == c->nan_blocks && g->min_exp == c->min_exp &&
+              g->max_exp == c->max_exp,
+          "%s: block scales differ: blocks %llu/%llu zero %llu/%llu nan %llu/%llu "
+          "exponents [%d, %d]/[%d, %d]",
+          what, (unsigned long long)g->blocks, (unsigned long long)c->blocks,
+          (unsigned long long)g->zero_blocks, (unsigned long long)c->zero_blocks,
+          (unsigned long long)g->nan_blocks, (unsigned long long)c->nan_blocks, g->min_exp,
+          g->max_exp, c->min_exp, c->max_exp);
+}
+
 static void check_mx(const bufs *b) {
     const mpx_dtype fmts[] = {MPX_F8_E4M3, MPX_F8_E5M2};
     /* Rows of 100 (blocks 32, 32, 32, 4), of 64, one row, and rows leaving a short last row. */
@@ -134,21 +148,45 @@ static void check_mx(const bufs *b) {
                 CHECK_OK(mpx_mx_quantize_cuda(fmts[f], rl, b->d_x, b->d_y, b->n, rows[r], b->d_st,
                                               &sc_gpu));
                 compare(b, &s, what);
-                CHECK(sc_gpu.blocks == sc_cpu.blocks && sc_gpu.zero_blocks == sc_cpu.zero_blocks &&
-                          sc_gpu.nan_blocks == sc_cpu.nan_blocks &&
-                          sc_gpu.min_exp == sc_cpu.min_exp && sc_gpu.max_exp == sc_cpu.max_exp,
-                      "%s: block scales differ: blocks %llu/%llu zero %llu/%llu nan %llu/%llu "
-                      "exponents [%d, %d]/[%d, %d]",
-                      what, (unsigned long long)sc_gpu.blocks, (unsigned long long)sc_cpu.blocks,
-                      (unsigned long long)sc_gpu.zero_blocks,
-                      (unsigned long long)sc_cpu.zero_blocks, (unsigned long long)sc_gpu.nan_blocks,
-                      (unsigned long long)sc_cpu.nan_blocks, sc_gpu.min_exp, sc_gpu.max_exp,
-                      sc_cpu.min_exp, sc_cpu.max_exp);
+                same_scales(&sc_gpu, &sc_cpu, what);
                 /* Uncounted, without the scales: the same values. */
                 CUDA_OK_VOID(cudaMemset(b->d_y, 0, b->n * sizeof(float)));
                 CHECK_OK(
                     mpx_mx_quantize_cuda(fmts[f], rl, b->d_x, b->d_y, b->n, rows[r], NULL, NULL));
                 compare(b, NULL, what);
+            }
+}
+
+/* Blocks down columns: [3, 70, 150] (a short block of 6 rows), one [1000, 1000] matrix, and
+ * [5, 32, 33] (whole blocks, a column past a warp), both formats and rules, counted with the
+ * scales and uncounted; the input's head (its zero run lies along a row here, so a block with a
+ * zero among nonzeros). */
+static void check_mx_cols(const bufs *full) {
+    const mpx_dtype fmts[] = {MPX_F8_E4M3, MPX_F8_E5M2};
+    const size_t shapes[3][3] = {{3, 70, 150}, {1, 1000, 1000}, {5, 32, 33}};
+    for (int f = 0; f < 2; f++)
+        for (int rule = 0; rule < 2; rule++)
+            for (int k = 0; k < 3; k++) {
+                const size_t *sh = shapes[k];
+                bufs b = *full;
+                b.n = sh[0] * sh[1] * sh[2];
+                char what[96];
+                snprintf(what, sizeof what, "mx %s %s columns of [%zu, %zu, %zu]",
+                         mpx_dtype_name(fmts[f]), rule ? "round-up" : "floor", sh[0], sh[1],
+                         sh[2]);
+                const mpx_mx_rule rl = rule ? MPX_MX_CEIL : MPX_MX_FLOOR;
+                mpx_cast_stats s = start_stats();
+                mpx_mx_scales sc_cpu, sc_gpu;
+                CUDA_OK_VOID(cudaMemcpy(b.d_st, &s, sizeof s, cudaMemcpyHostToDevice));
+                mpx_mx_quantize_cols(fmts[f], rl, b.x, b.cpu, sh[0], sh[1], sh[2], &s, &sc_cpu);
+                CHECK_OK(mpx_mx_quantize_cols_cuda(fmts[f], rl, b.d_x, b.d_y, sh[0], sh[1], sh[2],
+                                                   b.d_st, &sc_gpu));
+                compare(&b, &s, what);
+                same_scales(&sc_gpu, &sc_cpu, what);
+                CUDA_OK_VOID(cudaMemset(b.d_y, 0, b.n * sizeof(float)));
+                CHECK_OK(mpx_mx_quantize_cols_cuda(fmts[f], rl, b.d_x, b.d_y, sh[0], sh[1], sh[2],
+                                                   NULL, NULL));
+                compare(&b, NULL, what);
             }
 }
 
@@ -187,6 +225,7 @@ int main(void) {
     const bufs b = {x, d_x, cpu, gpu, d_y, d_st, n};
     check_fp8(&b);
     check_mx(&b);
+    check_mx_cols(&b);
     check_fixed(&b);
     /* In place (dst = src), as the executor calls them. */
     CUDA_OK(cudaMemcpy(d_y, x, n * sizeof *x, cudaMemcpyHostToDevice));

@@ -145,8 +145,7 @@ typedef struct mpx_backend {
     void (*mx_quantize)(const struct mpx_backend *be, mpx_dtype fmt, mpx_mx_rule rule,
                         const float *src, float *dst, size_t n, size_t row, mpx_cast_stats *stats,
                         mpx_mx_scales *sc);
-    /* Optional (NULL: the executor transposes through permute_forward and calls mx_quantize):
-     * the same with blocks down the columns of `batches` [rows, cols] matrices, fp8.h's
+    /* The same with blocks down the columns of `batches` [rows, cols] matrices, fp8.h's
      * mpx_mx_quantize_cols. */
     void (*mx_quantize_cols)(const struct mpx_backend *be, mpx_dtype fmt, mpx_mx_rule rule,
                              const float *src, float *dst, size_t batches, size_t rows,

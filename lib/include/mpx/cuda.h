@@ -73,7 +73,8 @@ const char *mpx_cuda_device_name(int device);
 mpx_status mpx_cast_cuda(const mpx_cast_spec *spec, const float *src, void *dst, size_t n);
 
 /* The quantizing modes' operand casts on the device (quantize.cu): fp8.h's mpx_fp8_quantize and
- * mpx_mx_quantize, fixed.h's mpx_fixed_quantize, with the same values and counts. src and dst
+ * mpx_mx_quantize and mpx_mx_quantize_cols, fixed.h's mpx_fixed_quantize, with the same values
+ * and counts. src and dst
  * (may be src) are device pointers, stats (when not NULL) an mpx_cast_stats in DEVICE memory
  * added to atomically, sc host memory. Asynchronous, except mx_quantize with sc, which waits for
  * the block scales. */
@@ -81,6 +82,9 @@ mpx_status mpx_fp8_quantize_cuda(mpx_dtype fmt, float scale, const float *src, f
                                  mpx_cast_stats *stats);
 mpx_status mpx_mx_quantize_cuda(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *dst,
                                 size_t n, size_t row, mpx_cast_stats *stats, mpx_mx_scales *sc);
+mpx_status mpx_mx_quantize_cols_cuda(mpx_dtype fmt, mpx_mx_rule rule, const float *src, float *dst,
+                                     size_t batches, size_t rows, size_t cols,
+                                     mpx_cast_stats *stats, mpx_mx_scales *sc);
 mpx_status mpx_fixed_quantize_cuda(const mpx_fixed_spec *s, const float *src, float *dst, size_t n,
                                    mpx_cast_stats *stats);
 
