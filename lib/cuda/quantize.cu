@@ -280,7 +280,8 @@ extern "C" mpx_status mpx_mx_quantize_cuda(mpx_dtype fmt, mpx_mx_rule rule, cons
     const int up = rule == MPX_MX_CEIL;
     const bool e5 = fmt == MPX_F8_E5M2;
     /* one warp per block: as many threads as blocks times 32 */
-    const size_t threads = n ? (n + row - 1) / row * ((row + MPX_MX_BLOCK - 1) / MPX_MX_BLOCK) * 32 : 0;
+    const size_t per_row = (row + MPX_MX_BLOCK - 1) / MPX_MX_BLOCK;
+    const size_t threads = n ? (n + row - 1) / row * per_row * 32 : 0;
     return mx_run(threads, sc, [&](unsigned g, MxScalesDev *d) {
         if (e5 && stats)
             mx_kernel<true, true><<<g, kLaunchThreads>>>(src, dst, n, row, up, stats, d);
