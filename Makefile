@@ -64,8 +64,8 @@ experiment-formats: build
 
 # make experiment-<model> [SCALE=smoke|small|vgg|paper] [SEEDS=n] [DATA=/path/to/imagenet]
 #                         [PARALLEL=n] [METHODS="fp32 fp16_adaptive"]:
-# every method of that model at that scale (or those of METHODS), PARALLEL trainings at a time,
-# then its figures and results table.
+# every method of that model at that scale (or those of METHODS), PARALLEL trainings at a time
+# (default: one per core, each on one thread), then its figures and results table.
 experiment-%: build
 	@$(if $(DATA),EXTRA=data.root=$(DATA)) bash experiments/run_experiment.sh $* $(SCALE) $(SEEDS)
 

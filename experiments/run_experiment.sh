@@ -12,10 +12,13 @@
 # adds config overrides to every run (e.g. EXTRA=data.root=/imagenet). METHODS="a b" runs only
 # those methods; METHODS=core the model's core set (core.list: fp32, fp16 without scaling,
 # fixed, dynamic and adaptive scaling), METHODS=formats the formats experiment's (formats.list).
-# PARALLEL=n runs n trainings at a time, each with cores/n threads (train.threads) and its output in <run>.log: on 2 cores, two one-thread runs finish
-# about 1.25x sooner than one after the other, because small GEMMs scale poorly over threads.
-# A run's result depends on its thread count (the BLAS and oneDNN reductions split the work
-# differently), so compare seeds run with the same PARALLEL; the run file records its threads.
+# PARALLEL=n runs n trainings at a time, each with cores/n threads (train.threads) and its
+# output in <run>.log. The default is one run per core, each on one thread, as every committed
+# reference was run: on 2 cores, two one-thread runs finish about 1.25x sooner than one after the
+# other on both threads, because small GEMMs scale poorly over threads. The default is capped by
+# the runs to do and by the memory available (2 GiB a run); PARALLEL=1 runs one at a time on
+# every core. A run's result depends on its thread count (the BLAS and oneDNN reductions split
+# the work differently), so compare seeds run with the same threads; the run file records them.
 # A run that diverges is a result (recorded in its run file), not a failure of the experiment.
 # First it says which runs it will do and how long they should take here (experiments/
 # estimate.py: the step times of one short `mpx bench` on this machine; ESTIMATE=0 skips it),
@@ -38,8 +41,7 @@ out=${RESULTS:-$root/results}/$model/$scale
 [ -x "$mpx" ] || { echo "run_experiment: $mpx not built (run make)" >&2; exit 2; }
 [ -d "$cfgdir/$scale" ] || { echo "run_experiment: no configs for scale '$scale' in $cfgdir" >&2; exit 2; }
 case "$seeds" in ''|*[!0-9]*|0) echo "run_experiment: SEEDS must be a positive integer, got '$seeds'" >&2; exit 2;; esac
-parallel=${PARALLEL:-1}
-case "$parallel" in ''|*[!0-9]*|0) echo "run_experiment: PARALLEL must be a positive integer, got '$parallel'" >&2; exit 2;; esac
+case "${PARALLEL:-}" in *[!0-9]*|0*) echo "run_experiment: PARALLEL must be a positive integer, got '$PARALLEL'" >&2; exit 2;; esac
 
 mapfile -t methods < <(grep -v '^\s*\(#\|$\)' "$cfgdir/methods.list")
 case "${METHODS:-}" in
@@ -55,11 +57,6 @@ if [ -n "${METHODS:-}" ]; then
   read -r -a methods <<< "$METHODS"
 fi
 mkdir -p "$out"
-threads=()
-if [ "$parallel" -gt 1 ]; then
-  cores=$(nproc 2>/dev/null || echo 1)
-  threads=("train.threads=$(( cores / parallel > 0 ? cores / parallel : 1 ))")
-fi
 total=$(( ${#methods[@]} * seeds )); n=0; failed=0; running=0
 
 # The runs still to do, their estimated seconds (est[method:seed]) and the whole set's.
@@ -70,11 +67,24 @@ for ((seed = 0; seed < seeds; seed++)); do
       pending+=("$method:$seed")
   done
 done
+# PARALLEL's default: one run per core, no more than the runs to do or the memory allows.
+cores=$(nproc 2>/dev/null || echo 1)
+if [ -n "${PARALLEL:-}" ]; then
+  parallel=$PARALLEL how="PARALLEL=$PARALLEL"
+else
+  mem_gib=$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo 2>/dev/null || true)
+  parallel=$cores
+  [ -z "$mem_gib" ] || [ "$parallel" -le $((mem_gib / 2)) ] || parallel=$((mem_gib / 2))
+  [ "$parallel" -le "${#pending[@]}" ] || parallel=${#pending[@]}
+  [ "$parallel" -ge 1 ] || parallel=1
+  how="one per core by default; PARALLEL=n sets it"
+fi
+threads=()
+[ "$parallel" -eq 1 ] || threads=("train.threads=$(( cores / parallel > 0 ? cores / parallel : 1 ))")
 declare -A est=()
 est_total=0
-echo "$model/$scale: ${#methods[@]} method(s) x $seeds seed(s): ${methods[*]}; ${#pending[@]} run(s) to do, $parallel at a time"
+echo "$model/$scale: ${#methods[@]} method(s) x $seeds seed(s): ${methods[*]}; ${#pending[@]} run(s) to do, $parallel at a time ($how)"
 if [ "${#pending[@]}" -gt 0 ] && [ "${ESTIMATE:-1}" != 0 ]; then
-  cores=$(nproc 2>/dev/null || echo 1)
   ethreads=$(( cores / parallel > 0 ? cores / parallel : 1 ))
   ejson=$out/estimate.json
   mapfile -t pm < <(printf '%s\n' "${pending[@]}" | cut -d: -f1 | sort -u)

@@ -42,6 +42,13 @@ for model in resnet50 bert ssd; do
   rc=$?
   check "[ $rc -eq 0 ]" "$model: run_experiment exited $rc: $(tail -5 "$tmp/$model.log")"
   mapfile -t methods < <(grep -v '^\s*\(#\|$\)' "$root/experiments/configs/$model/methods.list")
+  # Without PARALLEL: one run per core, no more than the runs or the memory (2 GiB a run) allow.
+  want=$(nproc); mem=$(awk '/^MemAvailable:/ { print int($2 / 1048576 / 2) }' /proc/meminfo)
+  [ "$want" -le "${#methods[@]}" ] || want=${#methods[@]}
+  [ "$want" -le "$mem" ] || want=$mem
+  [ "$want" -ge 1 ] || want=1
+  check "grep -q \"run(s) to do, $want at a time (one per core by default\" \"$tmp/$model.log\"" \
+    "$model: the default PARALLEL should be $want: $(grep -m1 'at a time' "$tmp/$model.log")"
   for m in "${methods[@]}"; do
     check "[ -f \"$RESULTS/$model/smoke/$m-s0.h5.done\" ]" "$model: no finished run for $m"
     check "[ \$(\"$MPX\" export \"$RESULTS/$model/smoke/$m-s0.h5\" eval | tail -n +2 | wc -l) -ge 1 ]" "$model $m: no evaluation rows"
