@@ -3,16 +3,19 @@
 measured here a moment ago.
 
   experiments/estimate.py measure MODEL SCALE THREADS OUT.json METHOD...
-      one `mpx bench` of the model's fp32 config in every precision mode the methods use
-      (3 steps after 1 warm-up, THREADS threads each, as the runs will have), into OUT.json
+      the step time of every method: one `mpx bench` (3 steps after 1 warm-up, THREADS threads
+      and the overrides in $EXTRA, as the runs will have) per distinct precision policy, loss
+      scaling aside, into OUT.json
   experiments/estimate.py runs OUT.json PARALLEL METHOD:SEED...
       the estimated seconds of each run (one line: METHOD:SEED SECONDS) and of the whole set on
-      PARALLEL slots
+      PARALLEL slots, each run started on the first slot to come free (total; sum: all the
+      runs' seconds added up)
 
-A run's time is its steps times the measured step time of its mode, plus its evaluations (each
-a forward pass over the evaluation examples: about a third of a training step's work per
-example). Scaling methods cost a little more than their mode's plain step (statistics every
-stats_every steps, adaptive factors): not counted, so the estimate is a floor within ~10%.
+A run's time is its steps times the measured step time of its method, plus its evaluations
+(each a forward pass over the evaluation examples: about a third of a training step's work per
+example). Stochastic rounding, pure 16-bit storage, the FP8 recipes and fixed point change a
+step's cost and are timed; loss scaling costs a little more than the plain step (statistics
+every stats_every steps, adaptive factors): not counted, so the estimate is a floor within ~10%.
 Runs sharing the machine (PARALLEL > 1) slow each other a little more; the ETA the driver
 prints corrects the estimate by the time the finished runs actually took.
 """
@@ -26,13 +29,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPX = os.environ.get("MPX", os.path.join(ROOT, "build", "mpx"))
 
 
-def mode_of(cfg_path, seen=None):
-    """The precision.mode a method config sets (following includes), fp32 when none does."""
+# [precision] keys that only the loss scaler reads: methods differing in these alone take the
+# same step time (the scaler's statistics cost a few percent, not counted), so share one bench.
+SCALING_KEYS = {"scaling", "loss_scale", "init_scale", "growth_factor", "backoff_factor",
+                "growth_interval", "hysteresis", "min_scale", "max_scale", "als", "n_uf", "u_min",
+                "u_max", "scale_bound", "accum_bound", "update_every", "quantile", "unscale_fp16"}
+
+
+def precision_of(cfg_path, seen=None):
+    """The [precision] keys a method config sets, following its includes in order (a later
+    include or the file's own key overrides an earlier one)."""
     seen = seen or set()
+    keys = {}
     if cfg_path in seen or not os.path.exists(cfg_path):
-        return None
+        return keys
     seen.add(cfg_path)
-    mode, section = None, ""
+    section = ""
     for line in open(cfg_path, encoding="utf-8"):
         line = line.split(";")[0].split("#")[0].strip()
         if not line:
@@ -45,41 +57,59 @@ def mode_of(cfg_path, seen=None):
             continue
         key, val = m.groups()
         if key == "include":
-            inc = mode_of(os.path.join(os.path.dirname(cfg_path), val), seen)
-            mode = inc or mode
-        elif section == "precision" and key == "mode":
-            mode = val
-    return mode
+            keys.update(precision_of(os.path.join(os.path.dirname(cfg_path), val), seen))
+        elif section == "precision":
+            keys[key] = val
+    return keys
 
 
 def measure(model, scale, threads, out, methods):
+    """One `mpx bench` per distinct step cost: each group of methods whose precision policies
+    differ only in loss scaling is timed once, on its first method's config (its mode with its
+    rounding, master weights, FP8 recipe, fixed-point bits)."""
     cfgdir = os.path.join(ROOT, "experiments", "configs", model, scale)
-    modes = sorted({mode_of(os.path.join(cfgdir, f"{m}.cfg")) or "fp32" for m in methods})
-    cmd = [MPX, "bench", os.path.join(cfgdir, "fp32.cfg"), f"train.threads={threads}",
-           "--modes", ",".join(modes), "--steps", "3", "--warmup", "1", "--json", out]
-    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if r.returncode != 0:
-        sys.exit(f"estimate: {' '.join(cmd)} failed: {r.stderr.strip()[-300:]}")
-    b = json.load(open(out))
-    b["method_modes"] = {m: mode_of(os.path.join(cfgdir, f"{m}.cfg")) or "fp32" for m in methods}
-    json.dump(b, open(out, "w"))
+    groups = {}
+    for m in methods:
+        pol = precision_of(os.path.join(cfgdir, f"{m}.cfg"))
+        cost = frozenset((k, v) for k, v in pol.items() if k not in SCALING_KEYS)
+        groups.setdefault(cost, []).append(m)
+    result = {"method_step_s": {}, "method_modes": {}}
+    for members in groups.values():
+        cfg = os.path.join(cfgdir, f"{members[0]}.cfg")
+        cmd = [MPX, "bench", cfg, *os.environ.get("EXTRA", "").split(),
+               f"train.threads={threads}", "--steps", "3", "--warmup", "1", "--json", out]
+        r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            sys.exit(f"estimate: {' '.join(cmd)} failed: {r.stderr.strip()[-300:]}")
+        b = json.load(open(out))
+        v = b["variants"][0]
+        result["schedule"], result["batch"] = b["schedule"], b["batch"]
+        for m in members:
+            result["method_step_s"][m] = v["median_s"]
+            result["method_modes"][m] = v["mode"]
+    json.dump(result, open(out, "w"))
 
 
 def runs(bench, parallel, items):
+    """Each run's seconds, and the whole set's: the runs in the driver's order, each started on
+    the first of PARALLEL slots to come free."""
     b = json.load(open(bench))
-    step = {v["mode"]: v["median_s"] for v in b["variants"]}
     sch = b["schedule"]
     steps, every, n_eval, batch = sch["steps"], sch["eval_every"], sch["eval_examples"], b["batch"]
     evals = (steps // every if every > 0 else 0) + (0 if every > 0 and steps % every == 0 else 1)
-    total = 0.0
+    slots = [0.0] * max(1, parallel)
     for item in items:
-        method = item.split(":")[0]
-        t = step[b["method_modes"][method]]
+        t = b["method_step_s"][item.split(":")[0]]
         secs = steps * t + evals * n_eval / batch * t / 3
-        total += secs
-        print(f"{item} {secs:.0f}")
-    print(f"total {total / max(1, parallel):.0f}")
-    print("steps " + " ".join(f"{m}={s:.3f}s" for m, s in sorted(step.items())))
+        slots[slots.index(min(slots))] += secs
+        print(f"{item} {max(1, round(secs))}")
+    print(f"total {max(slots):.0f}")
+    print(f"sum {sum(slots):.0f}")
+    by_mode = {}
+    for m, t in b["method_step_s"].items():
+        by_mode.setdefault(b["method_modes"][m], []).append(t)
+    print("steps " + " ".join(f"{m}={min(ts):.3f}" + (f"-{max(ts):.3f}s" if max(ts) > min(ts) else "s")
+                              for m, ts in sorted(by_mode.items())))
 
 
 def main(argv):

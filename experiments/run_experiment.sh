@@ -21,7 +21,7 @@
 # the work differently), so compare seeds run with the same threads; the run file records them.
 # A run that diverges is a result (recorded in its run file), not a failure of the experiment.
 # First it says which runs it will do and how long they should take here (experiments/
-# estimate.py: the step times of one short `mpx bench` on this machine; ESTIMATE=0 skips it),
+# estimate.py: the step times of short `mpx bench`es on this machine; ESTIMATE=0 skips it),
 # and after every finished run how many are done and an ETA for the rest.
 # Then: experiments/report.py summarizes the finished run files (runs.tsv, layers.tsv),
 # plots/figures.sh draws the figures, `mpx bench --overheads` measures the adaptive scaling's
@@ -82,7 +82,7 @@ fi
 threads=()
 [ "$parallel" -eq 1 ] || threads=("train.threads=$(( cores / parallel > 0 ? cores / parallel : 1 ))")
 declare -A est=()
-est_total=0
+est_total=0 est_sum=0
 echo "$model/$scale: ${#methods[@]} method(s) x $seeds seed(s): ${methods[*]}; ${#pending[@]} run(s) to do, $parallel at a time ($how)"
 if [ "${#pending[@]}" -gt 0 ] && [ "${ESTIMATE:-1}" != 0 ]; then
   ethreads=$(( cores / parallel > 0 ? cores / parallel : 1 ))
@@ -91,9 +91,11 @@ if [ "${#pending[@]}" -gt 0 ] && [ "${ESTIMATE:-1}" != 0 ]; then
   if python3 "$root/experiments/estimate.py" measure "$model" "$scale" "$ethreads" "$ejson" "${pm[@]}" &&
      elines=$(python3 "$root/experiments/estimate.py" runs "$ejson" "$parallel" "${pending[@]}"); then
     while read -r k v; do
-      case $k in total) est_total=$v ;; steps) ;; *) est[$k]=$v ;; esac
+      case $k in total) est_total=$v ;; sum) est_sum=$v ;; steps) ;; *) est[$k]=$v ;; esac
     done <<< "$elines"
-    echo "estimate on this machine: about $(( est_total / 3600 )) h $(( est_total % 3600 / 60 )) min ($(grep '^steps' <<< "$elines" | cut -d' ' -f2-) per step, $ethreads thread(s) each)"
+    when="about $(( est_total / 3600 )) h $(( est_total % 3600 / 60 )) min"
+    [ "$est_total" -ge 60 ] || when="under a minute"
+    echo "estimate on this machine: $when ($(grep '^steps' <<< "$elines" | cut -d' ' -f2-) per step, $ethreads thread(s) each)"
   else
     echo "estimate: not available (mpx bench failed); running anyway" >&2
   fi
@@ -128,8 +130,8 @@ progress() {
   local now elapsed left msg
   now=$(date +%s); elapsed=$((now - t_start))
   msg="progress: $runs_done of ${#pending[@]} run(s) done, $((elapsed / 60)) min elapsed"
-  if [ "$est_done" -gt 0 ] && [ "$est_total" -gt 0 ]; then
-    left=$(( (est_total * parallel - est_done) * elapsed / est_done / parallel ))
+  if [ "$est_done" -gt 0 ] && [ "$est_sum" -gt 0 ]; then
+    left=$(( (est_sum - est_done) * elapsed / est_done / parallel ))
     [ "$left" -ge 0 ] || left=0
     msg="$msg, ETA $((left / 3600)) h $((left % 3600 / 60)) min"
   fi

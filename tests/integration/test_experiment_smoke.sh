@@ -49,6 +49,15 @@ for model in resnet50 bert ssd; do
   [ "$want" -ge 1 ] || want=1
   check "grep -q \"run(s) to do, $want at a time (one per core by default\" \"$tmp/$model.log\"" \
     "$model: the default PARALLEL should be $want: $(grep -m1 'at a time' "$tmp/$model.log")"
+  # The estimate comes before the first run, then progress with an ETA. It benches each step
+  # cost once: methods differing only in loss scaling share a step time, stochastic rounding
+  # (a different precision policy) has its own.
+  if [ "$model" = resnet50 ]; then
+    check "python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))[\"method_step_s\"]; sys.exit(not (s[\"fp16_none\"] == s[\"fp16_fixed8\"] == s[\"fp16_adaptive\"] != s[\"fp16_pure_sr\"]))' \"$RESULTS/$model/smoke/estimate.json\"" \
+      "$model: estimate.json should share fp16's step time among the scalings, not with fp16_pure_sr"
+  fi
+  check "[ \"\$(grep -m1 -n '^estimate on this machine: ' \"$tmp/$model.log\" | cut -d: -f1)\" -lt \"\$(grep -m1 -n '^\\[1/' \"$tmp/$model.log\" | cut -d: -f1)\" ] && grep -q '^progress: 1 of .*, ETA ' \"$tmp/$model.log\"" \
+    "$model: no estimate before the runs or no ETA: $(grep -m1 '^estimate' "$tmp/$model.log")"
   for m in "${methods[@]}"; do
     check "[ -f \"$RESULTS/$model/smoke/$m-s0.h5.done\" ]" "$model: no finished run for $m"
     check "[ \$(\"$MPX\" export \"$RESULTS/$model/smoke/$m-s0.h5\" eval | tail -n +2 | wc -l) -ge 1 ]" "$model $m: no evaluation rows"
