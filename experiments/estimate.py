@@ -10,6 +10,8 @@ measured here a moment ago.
       the estimated seconds of each run (one line: METHOD:SEED SECONDS) and of the whole set on
       PARALLEL slots, each run started on the first slot to come free (total; sum: all the
       runs' seconds added up)
+  experiments/estimate.py single CONFIG THREADS OUT.json
+      the estimated seconds of one run of CONFIG on THREADS threads
 
 A run's time is its steps times the measured step time of its method, plus its evaluations
 (each a forward pass over the evaluation examples: about a third of a training step's work per
@@ -63,6 +65,25 @@ def precision_of(cfg_path, seen=None):
     return keys
 
 
+def bench(cfg, threads, out, extra=True):
+    """The bench JSON of one short `mpx bench` of cfg (with $EXTRA's overrides, as the set's runs
+    get them, unless extra is False) on threads."""
+    cmd = [MPX, "bench", cfg, *(os.environ.get("EXTRA", "").split() if extra else []),
+           f"train.threads={threads}",
+           "--steps", "3", "--warmup", "1", "--json", out]
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit(f"estimate: {' '.join(cmd)} failed: {r.stderr.strip()[-300:]}")
+    return json.load(open(out))
+
+
+def run_seconds(schedule, batch, step_s):
+    """A run's seconds: its steps, and its evaluations at a third of a step's work per example."""
+    steps, every, n_eval = schedule["steps"], schedule["eval_every"], schedule["eval_examples"]
+    evals = (steps // every if every > 0 else 0) + (0 if every > 0 and steps % every == 0 else 1)
+    return steps * step_s + evals * n_eval / batch * step_s / 3
+
+
 def measure(model, scale, threads, out, methods):
     """One `mpx bench` per distinct step cost: each group of methods whose precision policies
     differ only in loss scaling is timed once, on its first method's config (its mode with its
@@ -75,13 +96,7 @@ def measure(model, scale, threads, out, methods):
         groups.setdefault(cost, []).append(m)
     result = {"method_step_s": {}, "method_modes": {}}
     for members in groups.values():
-        cfg = os.path.join(cfgdir, f"{members[0]}.cfg")
-        cmd = [MPX, "bench", cfg, *os.environ.get("EXTRA", "").split(),
-               f"train.threads={threads}", "--steps", "3", "--warmup", "1", "--json", out]
-        r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if r.returncode != 0:
-            sys.exit(f"estimate: {' '.join(cmd)} failed: {r.stderr.strip()[-300:]}")
-        b = json.load(open(out))
+        b = bench(os.path.join(cfgdir, f"{members[0]}.cfg"), threads, out)
         v = b["variants"][0]
         result["schedule"], result["batch"] = b["schedule"], b["batch"]
         for m in members:
@@ -90,17 +105,13 @@ def measure(model, scale, threads, out, methods):
     json.dump(result, open(out, "w"))
 
 
-def runs(bench, parallel, items):
+def runs(bench_json, parallel, items):
     """Each run's seconds, and the whole set's: the runs in the driver's order, each started on
     the first of PARALLEL slots to come free."""
-    b = json.load(open(bench))
-    sch = b["schedule"]
-    steps, every, n_eval, batch = sch["steps"], sch["eval_every"], sch["eval_examples"], b["batch"]
-    evals = (steps // every if every > 0 else 0) + (0 if every > 0 and steps % every == 0 else 1)
+    b = json.load(open(bench_json))
     slots = [0.0] * max(1, parallel)
     for item in items:
-        t = b["method_step_s"][item.split(":")[0]]
-        secs = steps * t + evals * n_eval / batch * t / 3
+        secs = run_seconds(b["schedule"], b["batch"], b["method_step_s"][item.split(":")[0]])
         slots[slots.index(min(slots))] += secs
         print(f"{item} {max(1, round(secs))}")
     print(f"total {max(slots):.0f}")
@@ -112,11 +123,20 @@ def runs(bench, parallel, items):
                               for m, ts in sorted(by_mode.items())))
 
 
+def single(cfg, threads, out):
+    """The seconds of one run of cfg on threads (SSD vgg's pretraining, run before the set and
+    without $EXTRA)."""
+    b = bench(cfg, threads, out, extra=False)
+    print(f"{max(1, round(run_seconds(b['schedule'], b['batch'], b['variants'][0]['median_s'])))}")
+
+
 def main(argv):
     if len(argv) >= 6 and argv[1] == "measure":
         measure(argv[2], argv[3], int(argv[4]), argv[5], argv[6:])
     elif len(argv) >= 4 and argv[1] == "runs":
         runs(argv[2], int(argv[3]), argv[4:])
+    elif len(argv) == 5 and argv[1] == "single":
+        single(argv[2], int(argv[3]), argv[4])
     else:
         sys.exit(__doc__)
 

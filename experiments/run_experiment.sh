@@ -21,8 +21,9 @@
 # the work differently), so compare seeds run with the same threads; the run file records them.
 # A run that diverges is a result (recorded in its run file), not a failure of the experiment.
 # First it says which runs it will do and how long they should take here (experiments/
-# estimate.py: the step times of short `mpx bench`es on this machine; ESTIMATE=0 skips it),
-# and after every finished run how many are done and an ETA for the rest.
+# estimate.py: short `mpx bench`es on this machine, one per distinct step cost and one of the
+# pretraining where there is one; ESTIMATE=0 skips it), and after every finished run how many
+# are done and an ETA for the rest.
 # Then: experiments/report.py summarizes the finished run files (runs.tsv, layers.tsv),
 # plots/figures.sh draws the figures, `mpx bench --overheads` measures the adaptive scaling's
 # cost once (overheads.json; OVERHEAD_STEPS rounds, default 30, 6 at smoke), and report.py
@@ -81,6 +82,14 @@ else
 fi
 threads=()
 [ "$parallel" -eq 1 ] || threads=("train.threads=$(( cores / parallel > 0 ? cores / parallel : 1 ))")
+# A scale with a pretrain.cfg (SSD `vgg`: its VGG trunk pretrained on CIFAR-10 classification,
+# as the papers' SSDs start from ImageNet weights) trains it once first, with every thread, into
+# $out/pretrain.h5; every run of the set then starts from its checkpoint (train.init_from).
+pretrain=none pre=$out/pretrain.h5
+if [ -f "$cfgdir/$scale/pretrain.cfg" ] && [ "${#pending[@]}" -gt 0 ]; then
+  pretrain=todo
+  [ -f "$pre.done" ] && [ -f "${pre%.h5}.ckpt" ] && [ -z "${FORCE:-}" ] && pretrain=done
+fi
 declare -A est=()
 est_total=0 est_sum=0
 echo "$model/$scale: ${#methods[@]} method(s) x $seeds seed(s): ${methods[*]}; ${#pending[@]} run(s) to do, $parallel at a time ($how)"
@@ -93,21 +102,22 @@ if [ "${#pending[@]}" -gt 0 ] && [ "${ESTIMATE:-1}" != 0 ]; then
     while read -r k v; do
       case $k in total) est_total=$v ;; sum) est_sum=$v ;; steps) ;; *) est[$k]=$v ;; esac
     done <<< "$elines"
+    pre_note=
+    if [ "$pretrain" = todo ] &&
+       pre_s=$(python3 "$root/experiments/estimate.py" single "$cfgdir/$scale/pretrain.cfg" "$cores" "${ejson%.json}-pretrain.json"); then
+      est_total=$((est_total + pre_s))
+      pre_note="the pretraining first, $(( (pre_s + 59) / 60 )) min of it; "
+    fi
     when="about $(( est_total / 3600 )) h $(( est_total % 3600 / 60 )) min"
     [ "$est_total" -ge 60 ] || when="under a minute"
-    echo "estimate on this machine: $when ($(grep '^steps' <<< "$elines" | cut -d' ' -f2-) per step, $ethreads thread(s) each)"
+    echo "estimate on this machine: $when ($pre_note$(grep '^steps' <<< "$elines" | cut -d' ' -f2-) per step, $ethreads thread(s) each)"
   else
     echo "estimate: not available (mpx bench failed); running anyway" >&2
   fi
 fi
-# A scale with a pretrain.cfg (SSD `vgg`: its VGG trunk pretrained on CIFAR-10 classification,
-# as the papers' SSDs start from ImageNet weights) trains it once first, with every thread, into
-# $out/pretrain.h5 (not in the estimate above: minutes); every run of the set then starts from
-# its checkpoint (train.init_from).
 init=()
-if [ -f "$cfgdir/$scale/pretrain.cfg" ] && [ "${#pending[@]}" -gt 0 ]; then
-  pre=$out/pretrain.h5
-  if [ -f "$pre.done" ] && [ -f "${pre%.h5}.ckpt" ] && [ -z "${FORCE:-}" ]; then
+if [ "$pretrain" != none ]; then
+  if [ "$pretrain" = done ]; then
     echo "pretraining: done already ($pre)"
   else
     echo "pretraining the trunk first: $cfgdir/$scale/pretrain.cfg -> $pre"
