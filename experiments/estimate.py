@@ -12,6 +12,8 @@ measured here a moment ago.
       runs' seconds added up)
   experiments/estimate.py single CONFIG THREADS OUT.json
       the estimated seconds of one run of CONFIG on THREADS threads
+  experiments/estimate.py device CONFIG
+      where CONFIG's runs train (train.device, after its includes and $EXTRA): cpu or cuda
 
 A run's time is its steps times the measured step time of its method, plus its evaluations
 (each a forward pass over the evaluation examples: about a third of a training step's work per
@@ -38,8 +40,8 @@ SCALING_KEYS = {"scaling", "loss_scale", "init_scale", "growth_factor", "backoff
                 "u_max", "scale_bound", "accum_bound", "update_every", "quantile", "unscale_fp16"}
 
 
-def precision_of(cfg_path, seen=None):
-    """The [precision] keys a method config sets, following its includes in order (a later
+def section_of(cfg_path, want, seen=None):
+    """The keys of section `want` a config sets, following its includes in order (a later
     include or the file's own key overrides an earlier one)."""
     seen = seen or set()
     keys = {}
@@ -59,10 +61,19 @@ def precision_of(cfg_path, seen=None):
             continue
         key, val = m.groups()
         if key == "include":
-            keys.update(precision_of(os.path.join(os.path.dirname(cfg_path), val), seen))
-        elif section == "precision":
+            keys.update(section_of(os.path.join(os.path.dirname(cfg_path), val), want, seen))
+        elif section == want:
             keys[key] = val
     return keys
+
+
+def device_of(cfg_path):
+    """train.device of a config with $EXTRA's overrides: where its runs will train."""
+    device = section_of(cfg_path, "train").get("device", "cpu")
+    for o in os.environ.get("EXTRA", "").split():
+        if o.startswith("train.device="):
+            device = o.split("=", 1)[1]
+    return device
 
 
 def bench(cfg, threads, out, extra=True):
@@ -91,7 +102,7 @@ def measure(model, scale, threads, out, methods):
     cfgdir = os.path.join(ROOT, "experiments", "configs", model, scale)
     groups = {}
     for m in methods:
-        pol = precision_of(os.path.join(cfgdir, f"{m}.cfg"))
+        pol = section_of(os.path.join(cfgdir, f"{m}.cfg"), "precision")
         cost = frozenset((k, v) for k, v in pol.items() if k not in SCALING_KEYS)
         groups.setdefault(cost, []).append(m)
     result = {"method_step_s": {}, "method_modes": {}}
@@ -137,6 +148,8 @@ def main(argv):
         runs(argv[2], int(argv[3]), argv[4:])
     elif len(argv) == 5 and argv[1] == "single":
         single(argv[2], int(argv[3]), argv[4])
+    elif len(argv) == 3 and argv[1] == "device":
+        print(device_of(argv[2]))
     else:
         sys.exit(__doc__)
 

@@ -13,11 +13,11 @@
 # those methods; METHODS=core the model's core set (core.list: fp32, fp16 without scaling,
 # fixed, dynamic and adaptive scaling), METHODS=formats the formats experiment's (formats.list).
 # PARALLEL=n runs n trainings at a time, each with cores/n threads (train.threads) and its
-# output in <run>.log. The default is one run per core, each on one thread, as every committed
-# reference was run: on 2 cores, two one-thread runs finish about 1.25x sooner than one after the
-# other on both threads, because small GEMMs scale poorly over threads. The default is capped by
-# the runs to do and by the memory available (2 GiB a run); PARALLEL=1 runs one at a time on
-# every core. A run's result depends on its thread count (the BLAS and oneDNN reductions split
+# output in <run>.log. The default on the CPU is one run per core, each on one thread, as every
+# committed reference was run: on 2 cores, two one-thread runs finish about 1.25x sooner than one
+# after the other on both threads, because small GEMMs scale poorly over threads. It is capped by
+# the runs to do and by the memory available (2 GiB a run); runs on a GPU (train.device = cuda,
+# the `paper` scale) go one at a time. PARALLEL=1 runs one at a time on every core. A run's result depends on its thread count (the BLAS and oneDNN reductions split
 # the work differently), so compare seeds run with the same threads; the run file records them.
 # A run that diverges is a result (recorded in its run file), not a failure of the experiment.
 # First it says which runs it will do and how long they should take here (experiments/
@@ -72,6 +72,8 @@ done
 cores=$(nproc 2>/dev/null || echo 1)
 if [ -n "${PARALLEL:-}" ]; then
   parallel=$PARALLEL how="PARALLEL=$PARALLEL"
+elif [ "$(python3 "$root/experiments/estimate.py" device "$cfgdir/$scale/${methods[0]}.cfg")" != cpu ]; then
+  parallel=1 how="one at a time by default on a GPU; PARALLEL=n sets it"
 else
   mem_gib=$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo 2>/dev/null || true)
   parallel=$cores
