@@ -53,6 +53,9 @@ for model in resnet50 bert ssd; do
   # cost once: methods differing only in loss scaling share a step time, stochastic rounding
   # (a different precision policy) has its own.
   if [ "$model" = resnet50 ]; then
+    # Where the runs train decides the default: the paper configs' GPU runs go one at a time.
+    check "[ \"\$(EXTRA= python3 \"$root/experiments/estimate.py\" device \"$root/experiments/configs/$model/paper/fp32.cfg\")\" = cuda ] && [ \"\$(EXTRA=train.device=cpu python3 \"$root/experiments/estimate.py\" device \"$root/experiments/configs/$model/paper/fp32.cfg\")\" = cpu ] && [ \"\$(EXTRA= python3 \"$root/experiments/estimate.py\" device \"$root/experiments/configs/$model/smoke/fp32.cfg\")\" = cpu ]" \
+      "$model: estimate.py device should say cuda for the paper configs (cpu with EXTRA=train.device=cpu) and cpu for smoke"
     check "python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))[\"method_step_s\"]; sys.exit(not (s[\"fp16_none\"] == s[\"fp16_fixed8\"] == s[\"fp16_adaptive\"] != s[\"fp16_pure_sr\"]))' \"$RESULTS/$model/smoke/estimate.json\"" \
       "$model: estimate.json should share fp16's step time among the scalings, not with fp16_pure_sr"
   fi
