@@ -17,8 +17,9 @@
 # committed reference was run: on 2 cores, two one-thread runs finish about 1.25x sooner than one
 # after the other on both threads, because small GEMMs scale poorly over threads. It is capped by
 # the runs to do and by the memory available (2 GiB a run); runs on a GPU (train.device = cuda,
-# the `paper` scale) go one at a time. PARALLEL=1 runs one at a time on every core. A run's result depends on its thread count (the BLAS and oneDNN reductions split
-# the work differently), so compare seeds run with the same threads; the run file records them.
+# the `paper` scale) go one at a time. PARALLEL=1 runs one at a time on every core. A run's
+# result depends on its thread count (the BLAS and oneDNN reductions split the work
+# differently), so compare seeds run with the same threads; the run file records them.
 # A run that diverges is a result (recorded in its run file), not a failure of the experiment.
 # First it says which runs it will do and how long they should take here (experiments/
 # estimate.py: short `mpx bench`es on this machine, one per distinct step cost and one of the
@@ -82,8 +83,9 @@ else
   [ "$parallel" -ge 1 ] || parallel=1
   how="one per core by default; PARALLEL=n sets it"
 fi
+run_threads=$(( cores / parallel > 0 ? cores / parallel : 1 ))
 threads=()
-[ "$parallel" -eq 1 ] || threads=("train.threads=$(( cores / parallel > 0 ? cores / parallel : 1 ))")
+[ "$parallel" -eq 1 ] || threads=("train.threads=$run_threads")
 # A scale with a pretrain.cfg (SSD `vgg`: its VGG trunk pretrained on CIFAR-10 classification,
 # as the papers' SSDs start from ImageNet weights) trains it once first, with every thread, into
 # $out/pretrain.h5; every run of the set then starts from its checkpoint (train.init_from).
@@ -96,10 +98,9 @@ declare -A est=()
 est_total=0 est_sum=0
 echo "$model/$scale: ${#methods[@]} method(s) x $seeds seed(s): ${methods[*]}; ${#pending[@]} run(s) to do, $parallel at a time ($how)"
 if [ "${#pending[@]}" -gt 0 ] && [ "${ESTIMATE:-1}" != 0 ]; then
-  ethreads=$(( cores / parallel > 0 ? cores / parallel : 1 ))
   ejson=$out/estimate.json
   mapfile -t pm < <(printf '%s\n' "${pending[@]}" | cut -d: -f1 | sort -u)
-  if python3 "$root/experiments/estimate.py" measure "$model" "$scale" "$ethreads" "$ejson" "${pm[@]}" &&
+  if python3 "$root/experiments/estimate.py" measure "$model" "$scale" "$run_threads" "$ejson" "${pm[@]}" &&
      elines=$(python3 "$root/experiments/estimate.py" runs "$ejson" "$parallel" "${pending[@]}"); then
     while read -r k v; do
       case $k in total) est_total=$v ;; sum) est_sum=$v ;; steps) ;; *) est[$k]=$v ;; esac
@@ -112,7 +113,7 @@ if [ "${#pending[@]}" -gt 0 ] && [ "${ESTIMATE:-1}" != 0 ]; then
     fi
     when="about $(( est_total / 3600 )) h $(( est_total % 3600 / 60 )) min"
     [ "$est_total" -ge 60 ] || when="under a minute"
-    echo "estimate on this machine: $when ($pre_note$(grep '^steps' <<< "$elines" | cut -d' ' -f2-) per step, $ethreads thread(s) each)"
+    echo "estimate on this machine: $when ($pre_note$(grep '^steps' <<< "$elines" | cut -d' ' -f2-) per step, $run_threads thread(s) each)"
   else
     echo "estimate: not available (mpx bench failed); running anyway" >&2
   fi
