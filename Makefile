@@ -63,15 +63,17 @@ experiment-formats: build
 	@bash experiments/run_formats.sh $(SCALE) $(SEEDS)
 
 # make experiment-<model> [SCALE=smoke|small|vgg|paper] [SEEDS=n] [DATA=/path/to/imagenet]
-#                         [PARALLEL=n] [METHODS="fp32 fp16_adaptive"]:
-# every method of that model at that scale (or those of METHODS), PARALLEL trainings at a time
-# (default: one per core, each on one thread), then its figures and results table.
+#                         [PARALLEL=n] [METHODS="fp32 fp16_adaptive"|core|master_weights|all]:
+# every method of that model's methods.list at that scale (or those of METHODS; master_weights:
+# the master-weights ablation, all: both), PARALLEL trainings at a time (default: one per core,
+# each on one thread), then its figures and results table.
 experiment-%: build
 	@$(if $(DATA),EXTRA=data.root=$(DATA)) bash experiments/run_experiment.sh $* $(SCALE) $(SEEDS)
 
-# Every experiment that exists, then every figure and reference table.
+# Every experiment that exists (each model's methods and master-weights ablation), then every
+# figure and reference table.
 paper: build
-	@for m in $(MODELS); do bash experiments/run_experiment.sh $$m $(SCALE) $(SEEDS) || exit 1; done
+	@for m in $(MODELS); do METHODS=all bash experiments/run_experiment.sh $$m $(SCALE) $(SEEDS) || exit 1; done
 
 # Figures, summaries and tables again from existing run files (a model without run files keeps
 # its committed summaries and figures).

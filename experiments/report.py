@@ -67,15 +67,16 @@ def read_list(path):
 
 
 def methods_of(model):
-    """The table's methods: methods.list, then those of formats.list (the formats experiment)
-    that it does not name."""
+    """The table's methods: methods.list, then those of master_weights.list (the master-weights
+    ablation) and formats.list (the formats experiment) that it does not name."""
     path = os.path.join(ROOT, "experiments", "configs", model, "methods.list")
     if not os.path.exists(path):
         die(f"{path}: no such file (unknown model '{model}')")
     ms = read_list(path)
-    formats = os.path.join(ROOT, "experiments", "configs", model, "formats.list")
-    if os.path.exists(formats):
-        ms += [m for m in read_list(formats) if m not in ms]
+    for extra in ("master_weights.list", "formats.list"):
+        extra = os.path.join(ROOT, "experiments", "configs", model, extra)
+        if os.path.exists(extra):
+            ms += [m for m in read_list(extra) if m not in ms]
     return ms
 
 

@@ -11,7 +11,10 @@
 # RESULTS (run files), FIGDIR (figures), TSVDIR and OUT_DIR (tables) move the outputs; EXTRA
 # adds config overrides to every run (e.g. EXTRA=data.root=/imagenet). METHODS="a b" runs only
 # those methods; METHODS=core the model's core set (core.list: fp32, fp16 without scaling,
-# fixed, dynamic and adaptive scaling), METHODS=formats the formats experiment's (formats.list).
+# fixed, dynamic and adaptive scaling), METHODS=master_weights the master-weights ablation
+# (master_weights.list: 16-bit storage without FP32 masters, the costliest runs, so not in
+# the default set), METHODS=all methods.list and then master_weights.list, METHODS=formats the
+# formats experiment's (formats.list).
 # PARALLEL=n runs n trainings at a time, each with cores/n threads (train.threads) and its
 # output in <run>.log. The default on the CPU is one run per core, each on one thread, as every
 # committed reference was run: on 2 cores, two one-thread runs finish about 1.25x sooner than one
@@ -45,11 +48,15 @@ out=${RESULTS:-$root/results}/$model/$scale
 case "$seeds" in ''|*[!0-9]*|0) echo "run_experiment: SEEDS must be a positive integer, got '$seeds'" >&2; exit 2;; esac
 case "${PARALLEL:-}" in *[!0-9]*|0*) echo "run_experiment: PARALLEL must be a positive integer, got '$PARALLEL'" >&2; exit 2;; esac
 
+list_of() { grep -v '^\s*\(#\|$\)' "$cfgdir/$1.list" | tr '\n' ' '; }
 mapfile -t methods < <(grep -v '^\s*\(#\|$\)' "$cfgdir/methods.list")
 case "${METHODS:-}" in
-  core|formats)
+  core|formats|master_weights)
     [ -f "$cfgdir/$METHODS.list" ] || { echo "run_experiment: no $METHODS set ($cfgdir/$METHODS.list)" >&2; exit 2; }
-    METHODS=$(grep -v '^\s*\(#\|$\)' "$cfgdir/$METHODS.list" | tr '\n' ' ') ;;
+    METHODS=$(list_of "$METHODS") ;;
+  all)
+    METHODS=$(list_of methods)
+    [ ! -f "$cfgdir/master_weights.list" ] || METHODS="$METHODS $(list_of master_weights)" ;;
 esac
 if [ -n "${METHODS:-}" ]; then
   for m in $METHODS; do

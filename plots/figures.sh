@@ -3,17 +3,17 @@
 #
 #   plots/figures.sh MODEL [SCALE]     (run by make experiment-MODEL and make plots)
 #
-# Each method of methods.list, then formats.list, is drawn from its seed-0 run file
-# (results/MODEL/SCALE/<method>-s0.h5 with a .done beside it): `mpx export` TSVs, reduced to
-# what the figures draw, in plots/tsv/MODEL/SCALE/<method>/. Runs of one scale are trained on
+# Each method of methods.list, then master_weights.list and formats.list, is drawn from its seed-0
+# run file (results/MODEL/SCALE/<method>-s0.h5 with a .done beside it): `mpx export` TSVs, reduced
+# to what the figures draw, in plots/tsv/MODEL/SCALE/<method>/. Runs of one scale are trained on
 # several machines, so the reduced TSVs are also the committed figure data: drawing a committed
 # scale's figures (results/reference/MODEL/SCALE/ exists, no FIGDIR) saves them in its
-# figdata/<method>/, and a method whose run file is not on this machine is drawn from there;
-# failing that, the per-layer figure takes its seed-0 rows of the summary's layers.tsv (the same
-# sums). Figures go to plots/figures/MODEL/SCALE/ for a committed scale, else to
+# figdata/<method>/, and a method whose run file is not on this machine is drawn from there; failing
+# that, the per-layer figure takes its seed-0 rows of the summary's layers.tsv (the same sums).
+# Figures go to plots/figures/MODEL/SCALE/ for a committed scale, else to
 # results/MODEL/SCALE/report/figures/ (ignored by git: a smoke run never rewrites committed
-# figures). FIGDIR, TSVDIR, RESULTS, OUT_DIR (the summary's folder) and FIGDATA (the figure
-# data, read and saved there) override.
+# figures). FIGDIR, TSVDIR, RESULTS, OUT_DIR (the summary's folder) and FIGDATA (the figure data,
+# read and saved there) override.
 #   1 act_grad_hist     activation-gradient histogram pooled over layers and statistics
 #                       steps, FP32 run, FP16 normal/subnormal/flush regions (MPT Fig. 3)
 #   2 weight_grad_hist  the same for weight gradients (MPT Fig. 2b)
@@ -152,7 +152,9 @@ from_layers() {
 
 methods=()
 lists=("$root/experiments/configs/$model/methods.list")
-[ -f "$root/experiments/configs/$model/formats.list" ] && lists+=("$root/experiments/configs/$model/formats.list")
+for l in master_weights formats; do
+  [ ! -f "$root/experiments/configs/$model/$l.list" ] || lists+=("$root/experiments/configs/$model/$l.list")
+done
 while read -r m; do
   [[ " ${methods[*]} " == *" $m "* ]] && continue
   if have "$m"; then

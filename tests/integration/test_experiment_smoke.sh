@@ -42,9 +42,23 @@ for model in resnet50 bert ssd; do
   rc=$?
   check "[ $rc -eq 0 ]" "$model: run_experiment exited $rc: $(tail -5 "$tmp/$model.log")"
   mapfile -t methods < <(grep -v '^\s*\(#\|$\)' "$root/experiments/configs/$model/methods.list")
+  ndefault=${#methods[@]}
+  # The default set is methods.list alone; the master-weights ablation is its own set.
+  check "grep -q \"^$model/smoke: ${#methods[@]} method(s) x 1 seed(s): ${methods[*]};\" \"$tmp/$model.log\"" \
+    "$model: the default set should be methods.list: $(grep -m1 'method(s) x' "$tmp/$model.log")"
+  mwlist=$root/experiments/configs/$model/master_weights.list
+  if [ -f "$mwlist" ]; then
+    cp "$RESULTS/$model/smoke/estimate.json" "$tmp/$model.estimate.json"
+    mapfile -t mw < <(grep -v '^\s*\(#\|$\)' "$mwlist")
+    METHODS=master_weights bash "$root/experiments/run_experiment.sh" $model smoke 1 > "$tmp/$model.mw.log" 2>&1
+    rc=$?
+    check "[ $rc -eq 0 ] && grep -q \"^$model/smoke: ${#mw[@]} method(s) x 1 seed(s): ${mw[*]};\" \"$tmp/$model.mw.log\"" \
+      "$model: METHODS=master_weights exited $rc: $(tail -3 "$tmp/$model.mw.log")"
+    methods+=("${mw[@]}")
+  fi
   # Without PARALLEL: one run per core, no more than the runs or the memory (2 GiB a run) allow.
   want=$(nproc); mem=$(awk '/^MemAvailable:/ { print int($2 / 1048576 / 2) }' /proc/meminfo)
-  [ "$want" -le "${#methods[@]}" ] || want=${#methods[@]}
+  [ "$want" -le "$ndefault" ] || want=$ndefault
   [ "$want" -le "$mem" ] || want=$mem
   [ "$want" -ge 1 ] || want=1
   check "grep -q \"run(s) to do, $want at a time (one per core by default\" \"$tmp/$model.log\"" \
@@ -56,8 +70,10 @@ for model in resnet50 bert ssd; do
     # Where the runs train decides the default: the paper configs' GPU runs go one at a time.
     check "[ \"\$(EXTRA= python3 \"$root/experiments/estimate.py\" device \"$root/experiments/configs/$model/paper/fp32.cfg\")\" = cuda ] && [ \"\$(EXTRA=train.device=cpu python3 \"$root/experiments/estimate.py\" device \"$root/experiments/configs/$model/paper/fp32.cfg\")\" = cpu ] && [ \"\$(EXTRA= python3 \"$root/experiments/estimate.py\" device \"$root/experiments/configs/$model/smoke/fp32.cfg\")\" = cpu ]" \
       "$model: estimate.py device should say cuda for the paper configs (cpu with EXTRA=train.device=cpu) and cpu for smoke"
-    check "python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))[\"method_step_s\"]; sys.exit(not (s[\"fp16_none\"] == s[\"fp16_fixed8\"] == s[\"fp16_adaptive\"] != s[\"fp16_pure_sr\"]))' \"$RESULTS/$model/smoke/estimate.json\"" \
-      "$model: estimate.json should share fp16's step time among the scalings, not with fp16_pure_sr"
+    check "python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))[\"method_step_s\"]; sys.exit(not (s[\"fp16_none\"] == s[\"fp16_fixed8\"] == s[\"fp16_adaptive\"]))' \"$tmp/$model.estimate.json\"" \
+      "$model: estimate.json should share fp16's step time among the scalings"
+    check "python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))[\"method_step_s\"]; sys.exit(not (s[\"fp16_pure\"] != s[\"fp16_pure_sr\"]))' \"$RESULTS/$model/smoke/estimate.json\"" \
+      "$model: the master-weights estimate should bench fp16_pure_sr apart from fp16_pure"
   fi
   check "[ \"\$(grep -m1 -n '^estimate on this machine: ' \"$tmp/$model.log\" | cut -d: -f1)\" -lt \"\$(grep -m1 -n '^\\[1/' \"$tmp/$model.log\" | cut -d: -f1)\" ] && grep -q '^progress: 1 of .*, ETA ' \"$tmp/$model.log\"" \
     "$model: no estimate before the runs or no ETA: $(grep -m1 '^estimate' "$tmp/$model.log")"
@@ -76,18 +92,19 @@ for model in resnet50 bert ssd; do
   check "grep -q 'not shown.*fewer than 3 seeds' \"$report/table.md\"" "$model: one seed must leave the seed-based claims not shown"
   check "python3 -c 'import json,sys; json.load(open(sys.argv[1]))[\"overheads\"][\"adaptive_update_every_100_parts_ci95\"]' \"$report/overheads.json\"" "$model: no adaptive overhead measured"
   check "[ \$(grep -c 'update_lost' \"$report/runs.tsv\") -eq 1 ] && awk -F'\\t' 'NR > 1 && \$19 > 0 { n++ } END { exit !(n > 0) }' \"$report/runs.tsv\"" "$model: no run with lost-update statistics in runs.tsv"
-  # Re-running does not redo finished runs.
-  bash "$root/experiments/run_experiment.sh" $model smoke 1 > "$tmp/$model.log2" 2>&1
+  # Re-running does not redo finished runs; METHODS=all is methods.list and the ablation.
+  METHODS=all bash "$root/experiments/run_experiment.sh" $model smoke 1 > "$tmp/$model.log2" 2>&1
   check "[ \$(grep -c 'done already' \"$tmp/$model.log2\") -eq ${#methods[@]} ]" "$model: finished runs were redone"
   if [ "$model" = resnet50 ]; then
     # Two runs at a time, a subset of the methods: both finish, each logs to <run>.log; an
-    # unknown method is refused before anything runs.
+    # unknown method is refused before anything runs. ESTIMATE=0 skips the estimate's benches.
     rm -f "$RESULTS/$model/smoke/"{fp32,fp16_none}-s0.{h5,h5.done,ckpt}
-    PARALLEL=2 METHODS="fp32 fp16_none" bash "$root/experiments/run_experiment.sh" $model smoke 1 \
+    ESTIMATE=0 PARALLEL=2 METHODS="fp32 fp16_none" bash "$root/experiments/run_experiment.sh" $model smoke 1 \
       > "$tmp/$model.log3" 2>&1
     rc=$?
     check "[ $rc -eq 0 ]" "$model: PARALLEL=2 run_experiment exited $rc: $(tail -5 "$tmp/$model.log3")"
     check "[ \$(grep -c ': finished' \"$tmp/$model.log3\") -eq 2 ]" "$model: PARALLEL=2 did not finish both runs"
+    check "! grep -q '^estimate' \"$tmp/$model.log3\"" "$model: ESTIMATE=0 still estimated"
     for m in fp32 fp16_none; do
       check "[ -f \"$RESULTS/$model/smoke/$m-s0.h5.done\" ] && grep -q '^step' \"$RESULTS/$model/smoke/$m-s0.log\"" \
         "$model: PARALLEL=2 run $m has no .done or no log"
@@ -128,7 +145,7 @@ for model in resnet50 bert ssd; do
     # The formats experiment (make experiment-formats, one model at a time here): the methods
     # of formats.list the set above lacks run; the table gains their rows and the formats
     # claims; the quantizing modes' operand casts reach runs.tsv.
-    METHODS=formats bash "$root/experiments/run_experiment.sh" $model smoke 1 > "$tmp/$model.log5" 2>&1
+    ESTIMATE=0 METHODS=formats bash "$root/experiments/run_experiment.sh" $model smoke 1 > "$tmp/$model.log5" 2>&1
     rc=$?
     check "[ $rc -eq 0 ]" "$model: the formats experiment exited $rc: $(tail -5 "$tmp/$model.log5")"
     for m in $(grep -v '^\s*\(#\|$\)' "$root/experiments/configs/$model/formats.list"); do
