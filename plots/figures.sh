@@ -19,7 +19,8 @@
 #   2 weight_grad_hist  the same for weight gradients (MPT Fig. 2b)
 #   3 underflow         underflow rate per layer and method, a heatmap (ALS)
 #   4 adaptive_scale    per-layer cumulative scale over steps, adaptive run (ALS)
-#   5 loss_metric       training loss (trailing mean) and evaluation metric vs step, per method
+#   5 loss_metric       training loss (trailing mean) and evaluation metric vs step, per method;
+#                       one figure per method set (5_loss_metric_master_weights, ..._formats)
 #   6 dynamic_scale     dynamic loss scale vs step, skipped steps marked
 #   7 lost_updates      weight updates lost in storage, over steps and per layer: the
 #                       master-weights ablation (MPT §3.1) and the runs with masters beside it
@@ -222,19 +223,25 @@ else
   note 4 "no fp16_adaptive run: skipping figure 4"
 fi
 
-# 5: training loss (trailing mean) and evaluation metric per method.
-files=""
-window=""
-for m in "${methods[@]}"; do
-  [ -f "$tsv/$m/train_smooth.tsv" ] || { note 5 "$m has no training curve here: not in figure 5"; continue; }
-  [ -n "$window" ] || window=$(head -n 1 "$tsv/$m/train_smooth.tsv" | sed 's/.*loss_mean_of_\([0-9]*\)_steps.*/\1/')
-  files="$files $tsv/$m/train_smooth.tsv|$tsv/$m/eval.tsv|$(label "$m")"
+# 5: training loss (trailing mean) and evaluation metric per method, a figure per method set so
+# that each stays readable: 5_loss_metric (methods.list), 5_loss_metric_<set> for the others
+# (master_weights, formats), each with fp32 beside its methods.
+for l in "${lists[@]}"; do
+  sname=$(basename "$l" .list) name=5_loss_metric
+  [ "$sname" = methods ] || name=5_loss_metric_$sname
+  files="" window=""
+  for m in $({ [ "$sname" = methods ] || echo fp32; grep -v '^\s*\(#\|$\)' "$l"; } | awk '!seen[$0]++'); do
+    [[ " ${methods[*]} " == *" $m "* ]] || continue
+    [ -f "$tsv/$m/train_smooth.tsv" ] || { note 5 "$m has no training curve here: not in $name"; continue; }
+    [ -n "$window" ] || window=$(head -n 1 "$tsv/$m/train_smooth.tsv" | sed 's/.*loss_mean_of_\([0-9]*\)_steps.*/\1/')
+    files="$files $tsv/$m/train_smooth.tsv|$tsv/$m/eval.tsv|$(label "$m")"
+  done
+  if [ -n "$files" ]; then
+    draw loss_metric.gp "$name" files="$files" window="$window"
+  else
+    note 5 "no training curves of $sname: skipping $name"
+  fi
 done
-if [ -n "$files" ]; then
-  draw loss_metric.gp 5_loss_metric files="$files" window="$window"
-else
-  note 5 "no training curves: skipping figure 5"
-fi
 
 # 6: the dynamic loss scale.
 if [ -f "$tsv/fp16_dynamic/dynamic.tsv" ]; then

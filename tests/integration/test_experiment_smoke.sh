@@ -84,6 +84,8 @@ for model in resnet50 bert ssd; do
   for f in 1_act_grad_hist 2_weight_grad_hist 3_underflow 4_adaptive_scale 5_loss_metric 6_dynamic_scale 7_lost_updates 8_whatif; do
     for ext in png svg; do check "[ -s \"$FIGDIR/$f.$ext\" ]" "$model: missing figure $f.$ext"; done
   done
+  # Figure 5 is drawn per method set: the master-weights ablation has its own.
+  [ ! -f "$mwlist" ] || check "[ -s \"$FIGDIR/5_loss_metric_master_weights.svg\" ]" "$model: no figure 5 of the master-weights set"
   check "[ -s \"$TSVDIR/fp32/act_grad_hist.tsv\" ] && [ -s \"$TSVDIR/fp16_none/underflow_rate.tsv\" ]" "$model: missing TSV exports"
   check "grep -q '^| fp16_adaptive | fp16 | adaptive | 1 |' \"$report/table.md\"" "$model: table lacks the adaptive row"
   check "[ \$(wc -l < \"$report/table.csv\") -eq $((${#methods[@]} + 1)) ]" "$model: csv should have a header and ${#methods[@]} methods"
@@ -151,7 +153,7 @@ for model in resnet50 bert ssd; do
     for m in $(grep -v '^\s*\(#\|$\)' "$root/experiments/configs/$model/formats.list"); do
       check "[ -f \"$RESULTS/$model/smoke/$m-s0.h5.done\" ] && grep -q '^| $m | ' \"$report/table.md\"" "$model: formats method $m has no run or no table row"
     done
-    check "[ -s \"$FIGDIR/9_fp8_scale.svg\" ]" "$model: no figure of the FP8 delayed scales"
+    check "[ -s \"$FIGDIR/9_fp8_scale.svg\" ] && [ -s \"$FIGDIR/5_loss_metric_formats.svg\" ]" "$model: no figure of the FP8 delayed scales or no figure 5 of the formats set"
     for c in FIXED16-RNE FIXED16-SR FP8-HYBRID MXFP8; do
       check "grep -q ',$c,' \"$report/claims.csv\"" "$model: claim $c not evaluated"
     done
