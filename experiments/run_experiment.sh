@@ -49,7 +49,7 @@ case "$seeds" in ''|*[!0-9]*|0) echo "run_experiment: SEEDS must be a positive i
 case "${PARALLEL:-}" in *[!0-9]*|0*) echo "run_experiment: PARALLEL must be a positive integer, got '$PARALLEL'" >&2; exit 2;; esac
 
 list_of() { grep -v '^\s*\(#\|$\)' "$cfgdir/$1.list" | tr '\n' ' '; }
-mapfile -t methods < <(grep -v '^\s*\(#\|$\)' "$cfgdir/methods.list")
+read -r -a methods <<< "$(list_of methods)"
 case "${METHODS:-}" in
   core|formats|master_weights)
     [ -f "$cfgdir/$METHODS.list" ] || { echo "run_experiment: no $METHODS set ($cfgdir/$METHODS.list)" >&2; exit 2; }
