@@ -400,6 +400,7 @@ mpx_status mpx_run_bench(const mpx_run_cfg *rc, const mpx_bench_opts *o, mpx_ben
                          FILE *out) {
     memset(res, 0, sizeof *res);
     mpx_threads_set(rc->train.threads);
+    MPX_TRY(mpx_cpu_limit(rc->train.isa));
     run_task task;
     mpx_status st = run_task_open(rc, &task);
     mpx_loader_pos start = {0, 0};

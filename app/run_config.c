@@ -81,6 +81,10 @@ const mpx_cfg_key mpx_run_schema[] = {
     {"train", "clip_norm", MPX_CFG_FLOAT, "0", NULL, 0, 1e9, "global gradient-norm clip; 0: off"},
     {"train", "seed", MPX_CFG_INT, "0", NULL, 0, 9.2e18, "initialisation, data order, augmentation"},
     {"train", "threads", MPX_CFG_INT, "0", NULL, 0, 1024, "CPU threads; 0: all cores"},
+    {"train", "isa", MPX_CFG_ENUM, "native", "native|avx2", NR,
+     "CPU vector paths: native (what the CPU has) or avx2, the reference path: our kernels and "
+     "oneDNN capped at AVX2/FMA/F16C, which every host kind has, so that a config and seed give "
+     "the same bits on each (with train.threads = 1)"},
     {"train", "device", MPX_CFG_ENUM, "cpu", "cpu|cuda", NR, "backend"},
     {"train", "sync_bn", MPX_CFG_BOOL, "false", NULL, NR,
      "mpirun: batch-norm statistics of the global batch (summed over the ranks in every pass; CPU) "
@@ -391,6 +395,7 @@ static mpx_status train_from(mpx_config *cfg, mpx_run_cfg *rc) {
         return contradiction(cfg, "train.warmup_steps", "warm-up must be shorter than train.steps");
     t->seed = (uint64_t)mpx_cfg_int(cfg, "train.seed");
     t->threads = (int)mpx_cfg_int(cfg, "train.threads");
+    copy_str(t->isa, sizeof t->isa, mpx_cfg_str(cfg, "train.isa"));
     t->device = strcmp(mpx_cfg_str(cfg, "train.device"), "cuda") == 0 ? MPX_DEV_CUDA : MPX_DEV_CPU;
     t->fuse = mpx_cfg_bool(cfg, "train.fuse");
     t->sync_bn = mpx_cfg_bool(cfg, "train.sync_bn");

@@ -26,7 +26,8 @@ mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *ov
     mpx_graph *g = NULL;
     if (st == MPX_OK) {
         mpx_threads_set(rc.train.threads);
-        st = run_task_open(&rc, &task);
+        st = mpx_cpu_limit(rc.train.isa);
+        if (st == MPX_OK) st = run_task_open(&rc, &task);
     }
     if (st == MPX_OK) st = run_task_graph(&task, NULL, &g);
     if (st == MPX_OK) {

@@ -18,6 +18,7 @@ extern char *openblas_get_corename(void);
 
 static mpx_cpu_features g_cpu;
 static int g_cpu_done;
+static int g_cpu_avx2_only;
 
 const mpx_cpu_features *mpx_cpu(void) {
     if (!g_cpu_done) {
@@ -38,6 +39,29 @@ const mpx_cpu_features *mpx_cpu(void) {
     }
     return &g_cpu;
 }
+
+mpx_status mpx_cpu_limit(const char *isa) {
+    if (strcmp(isa, "native") == 0) {
+        if (g_cpu_avx2_only)
+            return mpx_fail(MPX_ERR_INPUT, "isa 'native': this process already runs the avx2 "
+                                           "reference path");
+        return MPX_OK;
+    }
+    if (strcmp(isa, "avx2") != 0)
+        return mpx_fail(MPX_ERR_INPUT, "isa '%s': expected native or avx2", isa);
+    mpx_cpu_features *f = (mpx_cpu_features *)mpx_cpu();
+    if (!f->avx2 || !f->fma || !f->f16c)
+        return mpx_fail(MPX_ERR_INPUT, "isa 'avx2': this CPU lacks AVX2, FMA or F16C");
+    if (dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2) != dnnl_success &&
+        dnnl_get_effective_cpu_isa() != dnnl_cpu_isa_avx2)
+        return mpx_fail(MPX_ERR_INPUT, "isa 'avx2': oneDNN has already fixed its ISA (%s)",
+                        mpx_dnnl_info());
+    f->avx512f = f->avx512bw = f->avx512vl = f->avx512_bf16 = f->avx512_fp16 = 0;
+    g_cpu_avx2_only = 1;
+    return MPX_OK;
+}
+
+const char *mpx_cpu_limit_name(void) { return g_cpu_avx2_only ? "avx2" : "native"; }
 
 const char *mpx_cpu_features_str(void) {
     static char buf[128];

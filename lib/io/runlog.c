@@ -312,6 +312,10 @@ static mpx_status write_root_attrs(mpx_runlog *r, const mpx_runlog_meta *meta) {
     MPX_TRY(mpx_h5_attr_str(r->file, "device", meta->device, w));
     MPX_TRY(mpx_h5_attr_i32(r->file, "threads", meta->threads, w));
     MPX_TRY(mpx_h5_attr_str(r->file, "host", mpx_host_str(), w));
+    MPX_TRY(mpx_h5_attr_str(r->file, "isa", meta->isa ? meta->isa : "", w));
+    MPX_TRY(mpx_h5_attr_str(r->file, "cpu_paths", meta->cpu_paths ? meta->cpu_paths : "", w));
+    MPX_TRY(mpx_h5_attr_str(r->file, "init_weights", meta->init_weights ? meta->init_weights : "",
+                            w));
     return MPX_OK;
 }
 

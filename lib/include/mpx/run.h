@@ -59,6 +59,7 @@ typedef struct {
     mpx_lr_schedule lr;
     uint64_t seed;
     int threads;
+    char isa[8];             /* runtime.h mpx_cpu_limit: "native" or "avx2" (the reference path) */
     mpx_device device;
     int fuse;                /* mpx_graph_fuse before compiling */
     int sync_bn;             /* mpx_graph_sync_bn: batch-norm over every rank's rows */

@@ -31,6 +31,10 @@ typedef struct {
     const char *model, *dataset, *precision, *scaling, *device;
     int64_t seed;
     int threads;
+    /* Provenance that decides whether two runs pair (same bits from the same inputs): the ISA
+     * limit (runtime.h mpx_cpu_limit), the vector path each op family took, and a hash of the
+     * initial weights (after train.init_from). */
+    const char *isa, *cpu_paths, *init_weights;
     const char *eval_metric; /* "top1" | "mlm_acc" | "mAP" (attribute `metric` of /eval/metric) */
     int n_layers;
     const mpx_layer_info *layers;

@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include "mpx/error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,6 +25,15 @@ const char *mpx_cpu_features_str(void);
  * "AMD EPYC [avx2 fma f16c avx512f avx512bw avx512_bf16]" (machines of one model name differ in
  * their vector units). */
 const char *mpx_host_str(void);
+
+/* The reference path: "avx2" hides every feature above AVX2, FMA and F16C from our kernels
+ * and caps oneDNN at its AVX2 kernels, the vector units every host kind here has, so that a
+ * config and seed give the same bits on each of them; "native" (the default) uses what the CPU
+ * has. Call it before the first oneDNN primitive or kernel dispatch; MPX_ERR_INPUT when the CPU
+ * lacks AVX2 or oneDNN has already fixed its ISA. */
+mpx_status mpx_cpu_limit(const char *isa);
+/* "native" or "avx2": the limit in force (run files record it). */
+const char *mpx_cpu_limit_name(void);
 
 /* Threads for OpenMP loops, OpenBLAS and oneDNN; n <= 0 means all cores. */
 void mpx_threads_set(int n);
