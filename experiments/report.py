@@ -33,6 +33,9 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from claims import Method, claims_section, fnum, pct, write_claims  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPX = os.environ.get("MPX", os.path.join(ROOT, "build", "mpx"))
 RUN_COLS = ["method", "seed", "precision", "scaling", "steps", "final_loss", "eval_loss", "metric",
@@ -40,7 +43,7 @@ RUN_COLS = ["method", "seed", "precision", "scaling", "steps", "final_loss", "ev
             "act_below_min", "weight_nonzero", "weight_flushed", "weight_below_min",
             "update_nonzero", "update_lost", "update_error", "operand_dy_nonzero",
             "operand_dy_flushed", "operand_nonzero", "operand_saturated", "scale_lo", "scale_hi",
-            "evals", "git_commit", "threads", "host"]
+            "evals", "git_commit", "threads", "host", "isa", "init_weights", "cpu_paths"]
 LAYER_COLS = ["method", "seed", "layer", "name", "kind", "act_nonzero", "act_flushed",
               "act_below_min", "weight_nonzero", "weight_flushed", "update_nonzero",
               "update_lost"]
@@ -132,7 +135,7 @@ def summarize_run(run, method, seed):
     stopped = s["stopped"]
     row = {k: s[k] for k in ("precision", "scaling", "steps", "final_loss", "eval_loss", "metric",
                              "skipped", "samples_per_s", "wall_s", "git_commit", "threads",
-                             "host") if k in s}
+                             "host", "isa", "init_weights", "cpu_paths") if k in s}
     row.update(method=method, seed=seed,
                stopped="-" if stopped == "-" else "diverged" if "diverged" in stopped else "error")
     evals = export(run, "eval")
@@ -222,58 +225,6 @@ def summarize(model, scale):
     print(f"report: {n} run files of {model}/{scale} summarised into {runs_path} and {layers_path}")
 
 
-# ---- statistics over seeds ----
-
-def fnum(x):
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-class Method:
-    """The runs of one method: values over the seeds that did not diverge."""
-
-    def __init__(self, name, rows):
-        self.name, self.rows = name, rows
-        self.ok = [r for r in rows if r["stopped"] == "-"]
-        self.diverged = sum(r["stopped"] == "diverged" for r in rows)
-
-    def values(self, key):
-        return [v for v in (fnum(r[key]) for r in self.ok) if v is not None]
-
-    def mean(self, key):
-        v = self.values(key)
-        return statistics.fmean(v) if v else None
-
-    def sd(self, key):
-        v = self.values(key)
-        return statistics.stdev(v) if len(v) > 1 else None
-
-    def ratio(self, num, den):
-        n = sum(int(r[num]) for r in self.ok if r.get(num) not in ("", None))
-        d = sum(int(r[den]) for r in self.ok if r.get(den) not in ("", None))
-        return n / d if d else None
-
-    def lost(self):
-        rows = [r for r in self.ok if r["update_nonzero"] not in ("", None)]
-        n = sum(int(r["update_nonzero"]) for r in rows)
-        return sum(float(r["update_lost"]) * int(r["update_nonzero"]) for r in rows) / n if n else None
-
-    def first_step_reaching(self, target):
-        steps = []
-        for r in self.ok:
-            for e in r["evals"].split(","):
-                if not e:
-                    continue
-                step, val = e.split(":")
-                if fnum(val) is not None and float(val) >= target:
-                    steps.append(int(step))
-                    break
-        return statistics.fmean(steps) if steps else None
-
-
 def load_methods(model, scale):
     rows = read_tsv(os.path.join(out_dir(model, scale), "runs.tsv"))
     by = {}
@@ -282,191 +233,17 @@ def load_methods(model, scale):
     return {m: Method(m, by.get(m, [])) for m in methods_of(model)}
 
 
-def pct(x, digits=2):
-    return "—" if x is None else f"{100 * x:.{digits}f}"
-
-
-# ---- claims ----
-
-def claims_of(model):
-    path = os.path.join(ROOT, "experiments", "claims", f"{model}.tsv")
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        lines = [l for l in f if l.strip() and not l.startswith("#")]
-    return list(csv.DictReader(lines, delimiter="\t"))
-
-
-def pooled_sd(a, b, key):
-    sa, sb = a.sd(key), b.sd(key)
-    if sa is None or sb is None:
-        return None
-    return math.sqrt((sa * sa + sb * sb) / 2)
-
-
-def best_of(methods, names, key, higher):
-    cands = [methods[n] for n in names if n in methods and methods[n].mean(key) is not None]
-    if not cands:
-        return None
-    return (max if higher else min)(cands, key=lambda m: m.mean(key))
-
-
-def sweep_incomplete(methods, names, need):
-    """Why best(...)/worst(...) cannot be picked yet, or None: every member must have run with
-    `need` seeds (diverged runs count: a diverged scale is part of the sweep), else the pick
-    would be the best of whatever happened to run."""
-    absent = [n for n in names if n not in methods or not methods[n].rows]
-    if absent:
-        return f"sweep incomplete: {', '.join(absent)} not run"
-    few = [f"{n} ({len(methods[n].rows)})" for n in names if len(methods[n].rows) < need]
-    if few:
-        return f"sweep members with fewer than {need} seeds: {', '.join(few)}"
-    return None
-
-
-def explain(methods, spec, layers):
-    """The statistic that explains a verdict: underflow(M), operands(M), scale(M), lost(M)."""
-    out = []
-    for item in filter(None, spec.split(";")):
-        kind, name = item.split("(")
-        name = name.rstrip(")")
-        m = methods.get(name)
-        if m is None or not m.ok:
-            continue
-        if kind == "underflow":
-            out.append(f"{name}: {pct(m.ratio('act_flushed', 'act_nonzero'), 3)}% of nonzero "
-                       f"activation gradients flushed to zero, {pct(m.ratio('act_below_min', 'act_nonzero'), 3)}% "
-                       f"below 2^-24; weight gradients {pct(m.ratio('weight_flushed', 'weight_nonzero'), 3)}%")
-        elif kind == "operands":
-            sat = m.ratio("operand_saturated", "operand_nonzero")
-            out.append(f"{name}: {pct(m.ratio('operand_dy_flushed', 'operand_dy_nonzero'), 3)}% of "
-                       f"nonzero output gradients flushed to zero by the GEMM operand cast"
-                       + ("" if sat is None else f", {pct(sat, 3)}% of nonzero operand values "
-                          "(inputs, weights, gradients) saturated"))
-        elif kind == "scale":
-            lo = [float(r["scale_lo"]) for r in m.ok if r.get("scale_lo") not in ("", None)]
-            hi = [float(r["scale_hi"]) for r in m.ok if r.get("scale_hi") not in ("", None)]
-            if lo and hi:
-                a, b = min(lo), max(hi)
-                span = f"{a:.4g}" if a == b else f"{a:.4g} to {b:.4g}"
-                out.append(f"{name}: its activation gradients carry a scale of {span} (per layer, "
-                           f"median over statistics steps)")
-        elif kind == "lost":
-            out.append(f"{name}: {pct(m.lost(), 2)}% of nonzero weight updates lost in storage")
-    return "; ".join(out)
-
-
-def margin_of(spec, sd):
-    """'2sd': two pooled seed standard deviations; a plain number: absolute."""
-    if spec.endswith("sd"):
-        return None if sd is None else float(spec[:-2]) * sd
-    return float(spec)
-
-
-def evaluate(c, methods, layers, od):
-    """(verdict, ours, why) of one claim row."""
-    kind, key = c["test"], c["metric"]
-    higher = key not in ("eval_loss", "final_loss")
-    fmt = lambda m: (f"{m.mean(key):.4g} ± {m.sd(key):.2g}" if m.sd(key) is not None
-                     else f"{m.mean(key):.4g}") + f" (n={len(m.values(key))})"
-    if kind == "overhead":
-        path = os.path.join(od, "overheads.json")
-        if not os.path.exists(path):
-            return "not shown", "—", "no overheads.json (mpx bench --overheads) beside the table"
-        with open(path) as f:
-            o = json.load(f)["overheads"]
-        if o.get(key) is None or o.get(key + "_ci95") is None:
-            return "not shown", "—", f"overheads.json has no {key} with a 95% interval (too few rounds)"
-        v, (lo, hi) = o[key], o[key + "_ci95"]
-        thr = float(c["margin"])
-        ours = f"{100 * v:+.3f}% [{100 * lo:+.3f}%, {100 * hi:+.3f}%]"
-        if hi < thr:
-            return "holds", ours, f"the 95% interval lies below {100 * thr:.2f}%"
-        if lo > thr:
-            return "fails", ours, f"the 95% interval lies above {100 * thr:.2f}%"
-        return "not shown", ours, f"the 95% interval contains {100 * thr:.2f}%"
-    need_seeds = 3
-    a = methods.get(c["a"])
-    if c["b"].startswith("best(") or c["b"].startswith("worst("):
-        names = c["b"][c["b"].index("(") + 1:-1].split(",")
-        why = sweep_incomplete(methods, names, need_seeds)
-        if why:
-            return "not shown", (fmt(a) + " vs —" if a is not None and a.values(key) else "—"), why
-        b = best_of(methods, names, key, higher if c["b"].startswith("best(") else not higher)
-    else:
-        b = methods.get(c["b"])
-    if a is None or b is None or not a.rows or not b.rows:
-        return "not shown", "—", "runs missing"
-    if kind == "layers_less":
-        rate = {}
-        for r in layers:
-            if r["method"] in (a.name, b.name):
-                t = rate.setdefault((r["method"], r["layer"]), [0, 0, r["name"]])
-                t[0] += int(r["act_flushed"])
-                t[1] += int(r["act_nonzero"])
-        under = [l for (m, l), t in rate.items() if m == b.name and t[1] and t[0] > 0]
-        if not under:
-            return "not shown", "—", f"{b.name} flushes no activation gradient in any layer"
-        lower = [l for l in under if (a.name, l) in rate and rate[(a.name, l)][1] and
-                 rate[(a.name, l)][0] / rate[(a.name, l)][1] < rate[(b.name, l)][0] / rate[(b.name, l)][1]]
-        frac = len(lower) / len(under)
-        ours = f"{len(lower)} of {len(under)} layers"
-        need = float(c["margin"])
-        why = (f"{a.name} flushes less than {b.name} in {len(lower)} of the {len(under)} layers "
-               f"where {b.name} flushes any (needed: {100 * need:.0f}%)")
-        return ("holds" if frac >= need else "fails"), ours, why
-    na, nb = len(a.values(key)), len(b.values(key))
-    diverged_a = a.diverged == len(a.rows) and len(a.rows) >= 1
-    if kind == "worse" and diverged_a and b.diverged == 0 and len(a.rows) >= need_seeds:
-        return "holds", f"diverged in {a.diverged} of {len(a.rows)} runs", f"{b.name}: {fmt(b)}"
-    if na < need_seeds or nb < need_seeds:
-        ours = (fmt(a) if na else f"{a.diverged} of {len(a.rows)} diverged") + " vs " + \
-            (fmt(b) if nb else "—")
-        return "not shown", ours, f"fewer than {need_seeds} seeds ({na} and {nb})"
-    d = a.mean(key) - b.mean(key)
-    if not higher:
-        d = -d  # d > 0: a is better
-    sd = pooled_sd(a, b, key)
-    m = margin_of(c["margin"], sd)
-    ours = f"{fmt(a)} vs {b.name} {fmt(b)}"
-    better, worse = (a, b) if d >= 0 else (b, a)
-    if d == 0:
-        spread = f"{a.name} and {b.name} equal in mean {key}, margin {m:.3g}"
-    else:
-        spread = (f"{better.name} better than {worse.name} by {abs(d):.3g} ({key}, "
-                  f"{'higher' if higher else 'lower'} is better), margin {m:.3g}")
-    if kind == "same":
-        return ("holds" if abs(d) <= m else "fails"), ours, spread
-    if kind == "not_worse":
-        return ("holds" if d >= -m else "fails"), ours, spread
-    if kind == "worse":
-        if d < -m:
-            return "holds", ours, spread
-        if d >= 0:
-            return "fails", ours, spread + f"; {a.name} is not worse"
-        return "not shown", ours, spread + "; a loss smaller than the margin"
-    die(f"unknown claim test '{kind}'")
-
-
-def claims_section(model, scale, methods, od):
-    layers = read_tsv(os.path.join(od, "layers.tsv"))
-    rows = []
-    for c in claims_of(model):
-        verdict, ours, why = evaluate(c, methods, layers, od)
-        ex = explain(methods, c.get("explain", "") or "", layers)
-        rows.append({"model": model, "scale": scale, "id": c["id"], "paper": c["paper"],
-                     "place": c["place"], "claim": c["claim"], "paper_value": c["paper_value"],
-                     "ours": ours, "verdict": verdict, "why": why + (f"; {ex}" if ex else "")})
-    return rows
-
-
-def write_claims(rows, od):
-    with open(os.path.join(od, "claims.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["model", "scale", "id", "paper", "place", "claim",
-                                          "paper_value", "ours", "verdict", "why"],
-                           lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
+def first_step_reaching(m, target):
+    steps = []
+    for r in m.ok:
+        for e in r["evals"].split(","):
+            if not e:
+                continue
+            step, val = e.split(":")
+            if fnum(val) is not None and float(val) >= target:
+                steps.append(int(step))
+                break
+    return statistics.fmean(steps) if steps else None
 
 
 # ---- the table ----
@@ -527,7 +304,7 @@ def table(model, scale, quiet=False):
         mean, sd = m.mean("metric"), m.sd("metric")
         cell = "—" if mean is None else f"{mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
         el = m.mean("eval_loss")
-        stt = m.first_step_reaching(target) if target is not None else None
+        stt = first_step_reaching(m, target) if target is not None else None
         sk, sps = m.mean("skipped"), m.mean("samples_per_s")
         pv, ps = papers.get(name, ("", ""))
         md.append(f"| {name} | {r0['precision']} | {r0['scaling']} | {len(m.rows)} | {m.diverged} | "
@@ -560,19 +337,24 @@ def table(model, scale, quiet=False):
                            lineterminator="\n")
         w.writeheader()
         w.writerows(csv_rows)
-    claims = claims_section(model, scale, methods, od)
+    claims = claims_section(model, scale, methods, read_tsv(os.path.join(od, "layers.tsv")), od,
+                            ROOT)
     write_claims(claims, od)
     if claims:
         md += ["", "## Claims", "",
                "Each claim of the papers as a test on the runs above (experiments/claims/"
-               f"{model}.tsv; the rules in experiments/claims/README.md): holds, fails, or not "
-               "shown (fewer than 3 seeds, a sweep not complete, or a difference smaller than "
-               "its margin).", "",
-               "| id | paper, place | claim | paper | ours | verdict | why |",
-               "|---|---|---|---|---|---|---|"]
+               f"{model}.tsv; the rules in experiments/claims/README.md): d is a - b, signed so "
+               "that d > 0 means a is better, with its 90% interval, paired over seeds where both "
+               "runs share a numerics path and initial weights (else Welch); the margin delta is "
+               "the paper's, fixed in advance; seeds needed: at 80% power, at the observed spread.",
+               "", "| id | claim | paper | ours | d [90% interval] | delta (source) | pairs | "
+               "seeds needed | verdict | why |", "|---|---|---|---|---|---|---|---|---|---|"]
         for c in claims:
-            md.append(f"| {c['id']} | {c['paper']} {c['place']} | {c['claim']} | {c['paper_value']} "
-                      f"| {c['ours']} | **{c['verdict']}** | {c['why']} |")
+            iv = f"{c['d']} [{c['ci_lo']}, {c['ci_hi']}]" if c["ci_lo"] else (c["d"] or "—")
+            md.append(f"| {c['id']} | {c['claim']} ({c['paper']} {c['place']}) | "
+                      f"{c['paper_value']} | {c['ours']} | {iv} | {c['delta']} "
+                      f"({c['delta_source']}) | {c['pairs'] or '—'} | "
+                      f"{c['seeds_needed'] or '—'} | **{c['verdict']}** | {c['why']} |")
     with open(os.path.join(od, "table.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     if not quiet:
@@ -636,7 +418,12 @@ def main(argv):
                     continue
                 for c in table(model, sc, quiet=True):
                     counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+                    iv = (f"d {c['d']} [{c['ci_lo']}, {c['ci_hi']}]" if c["ci_lo"] else
+                          f"d {c['d'] or '—'}")
                     print(f"{model + '/' + sc:13s} {c['id']:16s} {c['verdict']:9s}  {c['claim']}\n"
+                          f"{'':31s} {iv}, delta {c['delta']}, pairs {c['pairs'] or '—'}, "
+                          f"seeds needed {c['seeds_needed'] or '—'}\n"
+                          f"{'':31s} delta from: {c['delta_source']}\n"
                           f"{'':31s} ours: {c['ours']}\n{'':31s} why: {c['why']}")
         print("claims: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
         return 0

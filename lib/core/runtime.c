@@ -19,6 +19,7 @@ extern char *openblas_get_corename(void);
 static mpx_cpu_features g_cpu;
 static int g_cpu_done;
 static int g_cpu_avx2_only;
+static mpx_cpu_features g_host; /* what the CPU has, kept when mpx_cpu_limit hides features */
 
 const mpx_cpu_features *mpx_cpu(void) {
     if (!g_cpu_done) {
@@ -56,6 +57,7 @@ mpx_status mpx_cpu_limit(const char *isa) {
         dnnl_get_effective_cpu_isa() != dnnl_cpu_isa_avx2)
         return mpx_fail(MPX_ERR_INPUT, "isa 'avx2': oneDNN has already fixed its ISA (%s)",
                         mpx_dnnl_info());
+    if (!g_cpu_avx2_only) g_host = *f;
     f->avx512f = f->avx512bw = f->avx512vl = f->avx512_bf16 = f->avx512_fp16 = 0;
     g_cpu_avx2_only = 1;
     return MPX_OK;
@@ -65,7 +67,7 @@ const char *mpx_cpu_limit_name(void) { return g_cpu_avx2_only ? "avx2" : "native
 
 const char *mpx_cpu_features_str(void) {
     static char buf[128];
-    const mpx_cpu_features *f = mpx_cpu();
+    const mpx_cpu_features *f = g_cpu_avx2_only ? &g_host : mpx_cpu();
     snprintf(buf, sizeof buf, "%s%s%s%s%s%s%s", f->avx2 ? "avx2 " : "", f->fma ? "fma " : "",
              f->f16c ? "f16c " : "", f->avx512f ? "avx512f " : "", f->avx512bw ? "avx512bw " : "",
              f->avx512_bf16 ? "avx512_bf16 " : "", f->avx512_fp16 ? "avx512_fp16 " : "");

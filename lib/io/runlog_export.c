@@ -532,9 +532,10 @@ static int cmp_float(const void *a, const void *b) {
 }
 
 static mpx_status export_summary(reader *rd, FILE *out) {
-    /* the last three are newer than some run files: "-" where absent */
-    static const char *const attrs[] = {"model", "dataset",    "precision", "scaling",
-                                        "seed",  "git_commit", "threads",   "host"};
+    /* from git_commit on newer than some run files: "-" where absent */
+    static const char *const attrs[] = {"model",  "dataset",   "precision", "scaling",
+                                        "seed",   "git_commit", "threads",  "host",
+                                        "isa",    "init_weights", "cpu_paths"};
     enum { NA = sizeof attrs / sizeof *attrs };
     char *val[NA] = {0}, *stopped = NULL;
     void *tc[RL_N_TRAIN] = {0}, *ec[RL_N_EVAL] = {0};
@@ -557,9 +558,9 @@ static mpx_status export_summary(reader *rd, FILE *out) {
         }
         fprintf(out, "model\tdataset\tprecision\tscaling\tseed\tsteps\tfinal_loss\teval_step\t"
                      "eval_loss\tmetric\tskipped\tsamples_per_s\twall_s\tstopped\tgit_commit\t"
-                     "threads\thost\n");
+                     "threads\thost\tisa\tinit_weights\tcpu_paths\n");
         fprintf(out, "%s\t%s\t%s\t%s\t%s\t%" PRId64 "\t%.9g\t%" PRId64 "\t%.9g\t%.9g\t%" PRId64
-                     "\t%.9g\t%.17g\t%s\t%s\t%s\t%s\n",
+                     "\t%.9g\t%.17g\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
                 val[0], val[1], val[2], val[3], val[4],
                 nt ? ((int64_t *)tc[RL_TR_STEP])[nt - 1] + 1 : 0,
                 nt ? ((float *)tc[RL_TR_LOSS])[nt - 1] : NAN,
@@ -567,7 +568,9 @@ static mpx_status export_summary(reader *rd, FILE *out) {
                 ne ? ((float *)ec[RL_EV_LOSS])[ne - 1] : NAN,
                 ne ? ((float *)ec[RL_EV_METRIC])[ne - 1] : NAN, skipped, median,
                 nt ? ((double *)tc[RL_TR_WALL])[nt - 1] : 0.0, stopped ? stopped : "-",
-                val[5] ? val[5] : "-", val[6] ? val[6] : "-", val[7] ? val[7] : "-");
+                val[5] ? val[5] : "-", val[6] ? val[6] : "-", val[7] ? val[7] : "-",
+                val[8] && val[8][0] ? val[8] : "-", val[9] && val[9][0] ? val[9] : "-",
+                val[10] && val[10][0] ? val[10] : "-");
     }
     for (int i = 0; i < NA; i++) free(val[i]);
     free(stopped);

@@ -19,7 +19,8 @@ typedef struct {
 } mpx_cpu_features;
 
 const mpx_cpu_features *mpx_cpu(void);
-/* "avx512f f16c fma avx2" — the features our kernels use that this CPU has. */
+/* "avx512f f16c fma avx2" — the features our kernels use that this CPU has (all of them, also
+ * under mpx_cpu_limit, which hides some from mpx_cpu()). */
 const char *mpx_cpu_features_str(void);
 /* The host kind, for run files and benchmarks: the CPU's model name and its features, e.g.
  * "AMD EPYC [avx2 fma f16c avx512f avx512bw avx512_bf16]" (machines of one model name differ in
