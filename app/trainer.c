@@ -105,7 +105,7 @@ static mpx_status init_weights_hash(trainer *t, char *out, size_t cap) {
 
 /* The vector path each op family took here: run files record it beside the host. */
 static void cpu_paths(const mpx_run_cfg *rc, char *out, size_t cap) {
-    char gemm[200] = "fp32 GEMMs";
+    char gemm[200] = "none (FP32 or quantized operands in this mode)";
     mpx_dtype t16 = rc->precision.mode == MPX_MODE_BF16 ? MPX_BF16 : MPX_F16;
     mpx_cpu_ctx *ctx = mpx_backend_cpu_ctx(mpx_backend_cpu());
     if (ctx && (rc->precision.mode == MPX_MODE_BF16 || rc->precision.mode == MPX_MODE_FP16))
