@@ -26,8 +26,6 @@ experiments/claims/README.md.
 """
 import csv
 import glob
-import json
-import math
 import os
 import statistics
 import subprocess
