@@ -1,5 +1,7 @@
 /* run_eval.c — `mpx eval`: rebuild a run's model from the config in its checkpoint, load the
- * weights and running statistics, and evaluate. */
+ * weights and running statistics, and evaluate; optionally bootstrap the metric over the
+ * evaluation units and write the detections out. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +11,15 @@
 #include "task.h"
 
 mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *overrides,
-                                   int n_overrides, mpx_eval_result *res) {
+                                   int n_overrides, const mpx_eval_opts *opts,
+                                   mpx_eval_result *res) {
     memset(res, 0, sizeof *res);
+    res->metric_sd = res->metric_lo = res->metric_hi = NAN;
+    res->loss_sd = res->loss_lo = res->loss_hi = NAN;
+    const mpx_eval_opts none = {0, NULL};
+    if (!opts) opts = &none;
+    if (opts->bootstrap < 0 || opts->bootstrap > 1000000)
+        return mpx_fail(MPX_ERR_INPUT, "--bootstrap %d: expected 0 to 1000000 resamples", opts->bootstrap);
     char *model = NULL, *config_text = NULL;
     int64_t step = 0;
     MPX_TRY(mpx_checkpoint_peek(checkpoint, &model, &step, &config_text));
@@ -29,6 +38,18 @@ mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *ov
         st = mpx_cpu_limit(rc.train.isa);
         if (st == MPX_OK) st = run_task_open(&rc, &task);
     }
+    char tmp[4200] = "";
+    if (st == MPX_OK && opts->detections) {
+        if (strcmp(task.ops->name, "detect") != 0)
+            st = mpx_fail(MPX_ERR_INPUT, "--detections %s: a %s run has no detections (SSD runs only)",
+                          opts->detections, task.ops->name);
+        else if (snprintf(tmp, sizeof tmp, "%s.tmp", opts->detections) >= (int)sizeof tmp)
+            st = mpx_fail(MPX_ERR_INPUT, "--detections: path too long");
+        else if (!(task.detections = fopen(tmp, "w")))
+            st = mpx_fail(MPX_ERR_IO, "%s: cannot write", tmp);
+    }
+    task.bootstrap = opts->bootstrap;
+    task.boot.sd = task.boot_loss.sd = NAN;
     if (st == MPX_OK) st = run_task_graph(&task, NULL, &g);
     if (st == MPX_OK) {
         mpx_checkpoint_state cs = {.g = g, .model = rc.model.arch};
@@ -41,6 +62,22 @@ mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *ov
         snprintf(res->dataset, sizeof res->dataset, "%s", task.dataset);
         res->step = step;
         res->metric_name = task.ops->metric;
+        if (opts->bootstrap > 0) {
+            res->units = task.boot.units;
+            res->metric_sd = task.boot.sd;
+            res->metric_lo = task.boot.lo;
+            res->metric_hi = task.boot.hi;
+            res->loss_sd = task.boot_loss.sd;
+            res->loss_lo = task.boot_loss.lo;
+            res->loss_hi = task.boot_loss.hi;
+        }
+    }
+    if (task.detections) {
+        int bad = ferror(task.detections) | (fclose(task.detections) != 0);
+        if (st == MPX_OK && bad) st = mpx_fail(MPX_ERR_IO, "%s: write failed", tmp);
+        if (st == MPX_OK && rename(tmp, opts->detections) != 0)
+            st = mpx_fail(MPX_ERR_IO, "%s: cannot rename to %s", tmp, opts->detections);
+        if (st != MPX_OK) remove(tmp);
     }
     mpx_graph_free(g);
     run_task_close(&task);

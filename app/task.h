@@ -10,6 +10,9 @@
 #ifndef MPX_TASK_H
 #define MPX_TASK_H
 
+#include <stdio.h>
+
+#include "eval_boot.h"
 #include "mpx/data.h"
 #include "mpx/graph.h"
 #include "mpx/run.h"
@@ -40,6 +43,12 @@ struct run_task {
     const mpx_run_cfg *rc;
     char dataset[256];
     int64_t n_train, n_eval;
+    /* `mpx eval` only (zero while training): with bootstrap > 0, evaluate also fills boot
+     * from that many resamples of its units; with detections set, the detect task writes its
+     * detections and ground truth there (TSV). */
+    int bootstrap;
+    FILE *detections;
+    eval_boot boot, boot_loss; /* the metric's; the loss's where units carry one (mlm) */
     void *impl;
 };
 

@@ -6,6 +6,7 @@
  * (ssd.h). Ground-truth labels enter the loss as 1..classes (0 is background).
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,95 @@ static mpx_loader_pos det_position(const run_task *t) {
     return mpx_det_loader_position(d->loader);
 }
 
+/* The VOC07 mAP (percent) of a bootstrap resample of the evaluation images: image idx[k] of
+ * the set becomes image k of the resample, with its detections and ground truth. */
+typedef struct {
+    const mpx_detection *dets;
+    const mpx_voc_gt *gt;
+    const int64_t *det_off, *gt_off; /* [images + 1]: each image's rows (rows are by image) */
+    mpx_detection *rd;
+    mpx_voc_gt *rg;
+    int classes;
+} det_resample;
+
+static mpx_status det_map_stat(void *ctx, const int64_t *idx, int64_t n, double *value) {
+    det_resample *r = ctx;
+    int64_t nd = 0, ng = 0;
+    for (int64_t k = 0; k < n; k++) {
+        for (int64_t i = r->det_off[idx[k]]; i < r->det_off[idx[k] + 1]; i++) {
+            r->rd[nd] = r->dets[i];
+            r->rd[nd++].image = (int32_t)k;
+        }
+        for (int64_t i = r->gt_off[idx[k]]; i < r->gt_off[idx[k] + 1]; i++) {
+            r->rg[ng] = r->gt[i];
+            r->rg[ng++].image = (int32_t)k;
+        }
+    }
+    mpx_voc_summary sum;
+    MPX_TRY(mpx_voc_map(r->rd, nd, r->rg, ng, r->classes, 0.5f, NULL, NULL, &sum));
+    *value = 100.0 * sum.map_11pt;
+    return MPX_OK;
+}
+
+/* Row offsets per image of rows sorted by image (`image` at byte offset `field` of each
+ * `size`-byte row): off[i] .. off[i + 1] are image i's. */
+static void image_offsets(const void *rows, int64_t n, size_t size, size_t field, int64_t images,
+                          int64_t *off) {
+    int64_t j = 0;
+    for (int64_t i = 0; i <= images; i++) {
+        while (j < n && *(const int32_t *)((const char *)rows + j * size + field) < i) j++;
+        off[i] = j;
+    }
+}
+
+static mpx_status det_bootstrap(run_task *t, const mpx_detection *dets, int64_t n_det,
+                                const mpx_voc_gt *gt, int64_t n_gt, int64_t images, int classes) {
+    det_resample r = {dets, gt, NULL, NULL, NULL, NULL, classes};
+    int64_t *det_off = malloc((size_t)(images + 1) * sizeof *det_off);
+    int64_t *gt_off = malloc((size_t)(images + 1) * sizeof *gt_off);
+    /* A resample repeats images: at most `images` times the largest image's rows. */
+    int64_t most_d = 0, most_g = 0;
+    mpx_status st = det_off && gt_off ? MPX_OK : mpx_fail(MPX_ERR_NOMEM, "out of memory");
+    if (st == MPX_OK) {
+        image_offsets(dets, n_det, sizeof *dets, offsetof(mpx_detection, image), images, det_off);
+        image_offsets(gt, n_gt, sizeof *gt, offsetof(mpx_voc_gt, image), images, gt_off);
+        for (int64_t i = 0; i < images; i++) {
+            if (det_off[i + 1] - det_off[i] > most_d) most_d = det_off[i + 1] - det_off[i];
+            if (gt_off[i + 1] - gt_off[i] > most_g) most_g = gt_off[i + 1] - gt_off[i];
+        }
+        r.det_off = det_off, r.gt_off = gt_off;
+        r.rd = malloc((size_t)(images * most_d + 1) * sizeof *r.rd);
+        r.rg = malloc((size_t)(images * most_g + 1) * sizeof *r.rg);
+        if (!r.rd || !r.rg) st = mpx_fail(MPX_ERR_NOMEM, "out of memory");
+    }
+    if (st == MPX_OK) st = eval_bootstrap(images, t->bootstrap, det_map_stat, &r, &t->boot);
+    free(r.rd);
+    free(r.rg);
+    free(det_off);
+    free(gt_off);
+    return st;
+}
+
+/* The detections and ground truth of an evaluation as one TSV table (mpx eval --detections). */
+static mpx_status det_write(FILE *f, const mpx_detection *dets, int64_t n_det,
+                            const mpx_voc_gt *gt, int64_t n_gt, int64_t images, int classes) {
+    fprintf(f, "# mpx eval detections: %lld images, classes 0..%d; boxes x0 y0 x1 y1 in units of "
+               "the image side; score empty on ground truth, difficult empty on detections\n",
+            (long long)images, classes - 1);
+    fprintf(f, "kind\timage\tclass\tscore\tx0\ty0\tx1\ty1\tdifficult\n");
+    for (int64_t i = 0; i < n_det; i++) {
+        const mpx_detection *d = &dets[i];
+        fprintf(f, "det\t%d\t%d\t%.9g\t%.9g\t%.9g\t%.9g\t%.9g\t\n", d->image, d->cls, d->score,
+                d->box[0], d->box[1], d->box[2], d->box[3]);
+    }
+    for (int64_t i = 0; i < n_gt; i++) {
+        const mpx_voc_gt *o = &gt[i];
+        fprintf(f, "gt\t%d\t%d\t\t%.9g\t%.9g\t%.9g\t%.9g\t%d\n", o->image, o->cls, o->box[0],
+                o->box[1], o->box[2], o->box[3], o->difficult);
+    }
+    return ferror(f) ? mpx_fail(MPX_ERR_IO, "writing the detections failed") : MPX_OK;
+}
+
 /* Mean MultiBox loss and mAP@0.5 (VOC07 11-point, in percent) over the evaluation set. */
 static mpx_status det_evaluate(run_task *t, mpx_graph *g, double *loss, double *map) {
     detect *d = t->impl;
@@ -231,6 +321,10 @@ static mpx_status det_evaluate(run_task *t, mpx_graph *g, double *loss, double *
         st = mpx_voc_map(dets, n_det, gt, n_gt, (int)C - 1, 0.5f, NULL, NULL, &sum);
         *map = 100.0 * sum.map_11pt;
         *loss = images > 0 ? loss_sum / images : NAN;
+        if (st == MPX_OK && t->bootstrap > 0)
+            st = det_bootstrap(t, dets, n_det, gt, n_gt, first, (int)C - 1);
+        if (st == MPX_OK && t->detections)
+            st = det_write(t->detections, dets, n_det, gt, n_gt, first, (int)C - 1);
     }
     free(dets);
     free(batch_dets);

@@ -1,5 +1,8 @@
-/* cmd_eval.c — `mpx eval RUN.h5|CHECKPOINT [section.key=value ...]`. */
+/* cmd_eval.c — `mpx eval RUN.h5|CHECKPOINT [--bootstrap N] [--detections FILE.tsv]
+ * [section.key=value ...]`. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -7,11 +10,22 @@
 #include "mpx/run.h"
 
 static void help(void) {
-    printf("usage: mpx eval RUN.h5|CHECKPOINT [section.key=value ...]\n"
+    printf("usage: mpx eval RUN.h5|CHECKPOINT [--bootstrap N] [--detections FILE.tsv]\n"
+           "                [section.key=value ...]\n"
            "\n"
            "Evaluate a run's checkpoint (RUN.ckpt beside RUN.h5) on its evaluation set, with the\n"
            "config stored in the checkpoint; overrides (e.g. train.eval_batches=10) apply on top.\n"
-           "Prints: model, step, dataset, loss and metric.\n");
+           "Prints: model, step, dataset, loss and metric.\n"
+           "\n"
+           "  --bootstrap N        resample the evaluation units N times with replacement (images;\n"
+           "                       for BERT, batches: its loss is known per batch) and print the\n"
+           "                       metric's spread over them: units, <metric>_sd, <metric>_lo and\n"
+           "                       _hi (5th and 95th percentiles); for BERT also loss_sd/lo/hi.\n"
+           "                       This is the held-out set's own sampling noise. Fixed resamples:\n"
+           "                       the numbers repeat.\n"
+           "  --detections FILE    SSD runs: write the detections and ground truth of the\n"
+           "                       evaluation to FILE (TSV: kind, image, class, score, x0 y0 x1 y1,\n"
+           "                       difficult), for an independent mAP (experiments/map_check.py).\n");
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -19,10 +33,22 @@ int cmd_eval(int argc, char **argv) {
         help();
         return EXIT_OK;
     }
-    static const struct option opts[] = {{NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"bootstrap", required_argument, NULL, 'b'},
+                                         {"detections", required_argument, NULL, 'd'},
+                                         {NULL, 0, NULL, 0}};
+    mpx_eval_opts eo = {0, NULL};
     cli_getopt_start();
-    for (int c; (c = cli_getopt("eval", argc, argv, opts)) != -1;)
+    for (int c; (c = cli_getopt("eval", argc, argv, opts)) != -1;) {
         if (c == CLI_BAD) return EXIT_USAGE;
+        if (c == 'd') eo.detections = optarg;
+        if (c == 'b') {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || end == optarg || n < 2 || n > 1000000)
+                return cli_usage("eval", "--bootstrap '%s': expected a count of 2 to 1000000", optarg);
+            eo.bootstrap = (int)n;
+        }
+    }
     if (optind >= argc) return cli_usage("eval", "missing RUN.h5 or CHECKPOINT");
     char ckpt[4096];
     const char *arg = argv[optind];
@@ -39,9 +65,18 @@ int cmd_eval(int argc, char **argv) {
     const int n_over = argc - optind - 1;
     if (!cli_overrides_only("eval", n_over, argv + optind + 1)) return EXIT_USAGE;
     mpx_eval_result r;
-    mpx_status st = mpx_run_eval_checkpoint(ckpt, (const char *const *)argv + optind + 1, n_over, &r);
+    mpx_status st =
+        mpx_run_eval_checkpoint(ckpt, (const char *const *)argv + optind + 1, n_over, &eo, &r);
     if (st != MPX_OK) return cli_error("eval", st);
-    printf("model\t%s\nstep\t%lld\ndataset\t%s\nloss\t%.6f\n%s\t%.4f\n", r.model, (long long)r.step,
+    printf("model\t%s\nstep\t%lld\ndataset\t%s\nloss\t%.6f\n%s\t%.6f\n", r.model, (long long)r.step,
            r.dataset, r.loss, r.metric_name, r.metric);
+    if (eo.bootstrap > 0) {
+        printf("resamples\t%d\nunits\t%lld\n%s_sd\t%.4f\n%s_lo\t%.4f\n%s_hi\t%.4f\n", eo.bootstrap,
+               (long long)r.units, r.metric_name, r.metric_sd, r.metric_name, r.metric_lo,
+               r.metric_name, r.metric_hi);
+        if (!isnan(r.loss_sd))
+            printf("loss_sd\t%.6f\nloss_lo\t%.6f\nloss_hi\t%.6f\n", r.loss_sd, r.loss_lo, r.loss_hi);
+    }
+    if (eo.detections) printf("detections\t%s\n", eo.detections);
     return EXIT_OK;
 }

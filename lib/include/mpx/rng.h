@@ -21,7 +21,8 @@ typedef enum {
     MPX_RNG_DROPOUT,
     MPX_RNG_MASKING,       /* MLM masking */
     MPX_RNG_ROUNDING,      /* stochastic rounding */
-    MPX_RNG_TEST           /* tests and generators */
+    MPX_RNG_TEST,          /* tests and generators */
+    MPX_RNG_BOOTSTRAP      /* resamples of the evaluation set (mpx eval --bootstrap) */
 } mpx_rng_stream;
 
 /* Four 32-bit random words for (seed, stream, counter). */
