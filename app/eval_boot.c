@@ -46,13 +46,69 @@ mpx_status eval_bootstrap(int64_t n, int resamples, eval_boot_stat stat, void *c
     return st;
 }
 
-mpx_status eval_ratio_stat(void *ctx, const int64_t *idx, int64_t n, double *value) {
-    const eval_ratio *r = ctx;
+mpx_status eval_units_add(eval_units *u, double loss, double correct, double count) {
+    if (u->n == u->cap) {
+        int64_t cap = u->cap ? 2 * u->cap : 1024;
+        double *l = realloc(u->loss, (size_t)cap * sizeof *l);
+        if (l) u->loss = l;
+        double *c = realloc(u->correct, (size_t)cap * sizeof *c);
+        if (c) u->correct = c;
+        double *k = realloc(u->count, (size_t)cap * sizeof *k);
+        if (k) u->count = k;
+        if (!l || !c || !k) return mpx_fail(MPX_ERR_NOMEM, "out of memory");
+        u->cap = cap;
+    }
+    u->loss[u->n] = loss;
+    u->correct[u->n] = correct;
+    u->count[u->n++] = count;
+    return MPX_OK;
+}
+
+void eval_units_free(eval_units *u) {
+    free(u->loss);
+    free(u->correct);
+    free(u->count);
+    *u = (eval_units){0};
+}
+
+double eval_row_xent(const float *row, int64_t classes, int64_t label) {
+    double m = row[0], s = 0;
+    for (int64_t k = 1; k < classes; k++)
+        if (row[k] > m) m = row[k];
+    for (int64_t k = 0; k < classes; k++) s += exp((double)row[k] - m);
+    return m + log(s) - (double)row[label];
+}
+
+typedef struct {
+    const double *num, *den;
+    double scale;
+} ratio;
+
+/* scale * sum(num[idx]) / sum(den[idx]) */
+static mpx_status ratio_stat(void *ctx, const int64_t *idx, int64_t n, double *value) {
+    const ratio *r = ctx;
     double num = 0, den = 0;
     for (int64_t i = 0; i < n; i++) {
         num += r->num[idx[i]];
-        den += r->den ? r->den[idx[i]] : 1.0;
+        den += r->den[idx[i]];
     }
     *value = den > 0 ? r->scale * num / den : NAN;
+    return MPX_OK;
+}
+
+mpx_status eval_units_report(const eval_units *u, int resamples, FILE *out, eval_boot *metric,
+                             eval_boot *loss) {
+    if (resamples > 0) {
+        ratio acc = {u->correct, u->count, 100.0}, nats = {u->loss, u->count, 1.0};
+        MPX_TRY(eval_bootstrap(u->n, resamples, ratio_stat, &acc, metric));
+        MPX_TRY(eval_bootstrap(u->n, resamples, ratio_stat, &nats, loss));
+    }
+    if (out) {
+        fprintf(out, "unit\tloss\tcorrect\tcount\n");
+        for (int64_t i = 0; i < u->n; i++)
+            fprintf(out, "%lld\t%.17g\t%.17g\t%.17g\n", (long long)i, u->loss[i], u->correct[i],
+                    u->count[i]);
+        if (ferror(out)) return mpx_fail(MPX_ERR_IO, "writing the evaluation units failed");
+    }
     return MPX_OK;
 }

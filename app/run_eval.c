@@ -10,13 +10,30 @@
 #include "mpx/runtime.h"
 #include "task.h"
 
+/* An output written to PATH.tmp and renamed at the end, so that a failure leaves nothing. */
+static mpx_status open_tmp(const char *opt, const char *path, char tmp[4200], FILE **f) {
+    if (snprintf(tmp, 4200, "%s.tmp", path) >= 4200) return mpx_fail(MPX_ERR_INPUT, "%s: path too long", opt);
+    if (!(*f = fopen(tmp, "w"))) return mpx_fail(MPX_ERR_IO, "%s: cannot write", tmp);
+    return MPX_OK;
+}
+
+static mpx_status close_tmp(FILE *f, const char *tmp, const char *path, mpx_status st) {
+    if (!f) return st;
+    int bad = ferror(f) | (fclose(f) != 0);
+    if (st == MPX_OK && bad) st = mpx_fail(MPX_ERR_IO, "%s: write failed", tmp);
+    if (st == MPX_OK && rename(tmp, path) != 0)
+        st = mpx_fail(MPX_ERR_IO, "%s: cannot rename to %s", tmp, path);
+    if (st != MPX_OK) remove(tmp);
+    return st;
+}
+
 mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *overrides,
                                    int n_overrides, const mpx_eval_opts *opts,
                                    mpx_eval_result *res) {
     memset(res, 0, sizeof *res);
     res->metric_sd = res->metric_lo = res->metric_hi = NAN;
     res->loss_sd = res->loss_lo = res->loss_hi = NAN;
-    const mpx_eval_opts none = {0, NULL};
+    const mpx_eval_opts none = {0, NULL, NULL};
     if (!opts) opts = &none;
     if (opts->bootstrap < 0 || opts->bootstrap > 1000000)
         return mpx_fail(MPX_ERR_INPUT, "--bootstrap %d: expected 0 to 1000000 resamples", opts->bootstrap);
@@ -38,15 +55,20 @@ mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *ov
         st = mpx_cpu_limit(rc.train.isa);
         if (st == MPX_OK) st = run_task_open(&rc, &task);
     }
-    char tmp[4200] = "";
+    char det_tmp[4200] = "", units_tmp[4200] = "";
     if (st == MPX_OK && opts->detections) {
         if (strcmp(task.ops->name, "detect") != 0)
             st = mpx_fail(MPX_ERR_INPUT, "--detections %s: a %s run has no detections (SSD runs only)",
                           opts->detections, task.ops->name);
-        else if (snprintf(tmp, sizeof tmp, "%s.tmp", opts->detections) >= (int)sizeof tmp)
-            st = mpx_fail(MPX_ERR_INPUT, "--detections: path too long");
-        else if (!(task.detections = fopen(tmp, "w")))
-            st = mpx_fail(MPX_ERR_IO, "%s: cannot write", tmp);
+        else
+            st = open_tmp("--detections", opts->detections, det_tmp, &task.detections);
+    }
+    if (st == MPX_OK && opts->units) {
+        if (strcmp(task.ops->name, "detect") == 0)
+            st = mpx_fail(MPX_ERR_INPUT, "--units %s: an SSD run's units are its detections "
+                          "(--detections)", opts->units);
+        else
+            st = open_tmp("--units", opts->units, units_tmp, &task.units);
     }
     task.bootstrap = opts->bootstrap;
     task.boot.sd = task.boot_loss.sd = NAN;
@@ -56,6 +78,10 @@ mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *ov
         st = mpx_checkpoint_read(checkpoint, &cs);
         free(cs.config_text_read);
     }
+    /* The checkpoint holds the FP32 masters: round them into the working copies the forward
+     * pass reads, as a resumed training does (trainer.c), else a low-precision run would be
+     * evaluated with its initial weights. */
+    if (st == MPX_OK) st = mpx_graph_sync_weights(g, step);
     if (st == MPX_OK) st = task.ops->evaluate(&task, g, &res->loss, &res->metric);
     if (st == MPX_OK) {
         snprintf(res->model, sizeof res->model, "%s", model);
@@ -72,13 +98,8 @@ mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *ov
             res->loss_hi = task.boot_loss.hi;
         }
     }
-    if (task.detections) {
-        int bad = ferror(task.detections) | (fclose(task.detections) != 0);
-        if (st == MPX_OK && bad) st = mpx_fail(MPX_ERR_IO, "%s: write failed", tmp);
-        if (st == MPX_OK && rename(tmp, opts->detections) != 0)
-            st = mpx_fail(MPX_ERR_IO, "%s: cannot rename to %s", tmp, opts->detections);
-        if (st != MPX_OK) remove(tmp);
-    }
+    st = close_tmp(task.detections, det_tmp, opts->detections, st);
+    st = close_tmp(task.units, units_tmp, opts->units, st);
     mpx_graph_free(g);
     run_task_close(&task);
     mpx_config_free(cfg);

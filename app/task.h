@@ -44,11 +44,12 @@ struct run_task {
     char dataset[256];
     int64_t n_train, n_eval;
     /* `mpx eval` only (zero while training): with bootstrap > 0, evaluate also fills boot
-     * from that many resamples of its units; with detections set, the detect task writes its
-     * detections and ground truth there (TSV). */
+     * and boot_loss from that many resamples of its units (eval_boot.h); with units set, the
+     * classify and mlm tasks write each unit's loss and hits there, and with detections set
+     * the detect task writes its detections and ground truth there (TSV). */
     int bootstrap;
-    FILE *detections;
-    eval_boot boot, boot_loss; /* the metric's; the loss's where units carry one (mlm) */
+    FILE *units, *detections;
+    eval_boot boot, boot_loss; /* the metric's; the loss's (not for detect: NaN) */
     void *impl;
 };
 

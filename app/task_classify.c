@@ -192,9 +192,9 @@ static mpx_status cls_evaluate(run_task *t, mpx_graph *g, double *loss, double *
     mpx_graph_tensor_shape(g, d->logits, shape);
     const int classes = (int)shape[1];
     double loss_sum = 0, correct = 0, count = 0;
-    /* With a bootstrap: 1 or 0 per image, in evaluation order. */
-    double *hit = NULL;
-    int64_t n_hit = 0, hit_cap = 0;
+    /* With a bootstrap or a units file: each image's loss and hit, in evaluation order. */
+    eval_units units = {0};
+    const int keep = t->bootstrap > 0 || t->units;
     mpx_status st = MPX_OK;
     for (int64_t b = 0; b < nb && st == MPX_OK; b++) {
         mpx_batch batch;
@@ -211,24 +211,16 @@ static mpx_status cls_evaluate(run_task *t, mpx_graph *g, double *loss, double *
             for (int k = 1; k < classes; k++)
                 if (row[k] > row[best]) best = k;
             correct += best == batch.y[i];
-            if (t->bootstrap > 0) {
-                if (n_hit == hit_cap) {
-                    hit_cap = hit_cap ? 2 * hit_cap : 1024;
-                    double *p = realloc(hit, (size_t)hit_cap * sizeof *p);
-                    if (!p) { st = mpx_fail(MPX_ERR_NOMEM, "out of memory"); break; }
-                    hit = p;
-                }
-                hit[n_hit++] = best == batch.y[i];
-            }
+            if (keep && st == MPX_OK)
+                st = eval_units_add(&units, eval_row_xent(row, classes, batch.y[i]),
+                                    best == batch.y[i], 1);
         }
         count += batch.n;
     }
     mpx_loader_free(L);
-    if (st == MPX_OK && t->bootstrap > 0) {
-        eval_ratio r = {hit, NULL, 100.0};
-        st = eval_bootstrap(n_hit, t->bootstrap, eval_ratio_stat, &r, &t->boot);
-    }
-    free(hit);
+    if (st == MPX_OK && keep)
+        st = eval_units_report(&units, t->bootstrap, t->units, &t->boot, &t->boot_loss);
+    eval_units_free(&units);
     if (st != MPX_OK) return mpx_fail_context(st, "evaluation");
     *loss = count > 0 ? loss_sum / count : NAN;
     *top1 = count > 0 ? 100.0 * correct / count : NAN;

@@ -122,11 +122,11 @@ static mpx_status mlm_evaluate(run_task *t, mpx_graph *g, double *loss, double *
     mpx_graph_tensor_shape(g, d->io.logits, shape);
     const int64_t V = shape[2];
     double loss_sum = 0, correct = 0, count = 0;
-    /* With a bootstrap: per batch (the loss is known only per batch) its loss sum, correct
-     * predictions and predicted positions. */
-    double *unit = t->bootstrap > 0 ? malloc((size_t)(3 * nb) * sizeof *unit) : NULL;
-    int64_t units = 0;
-    mpx_status st = t->bootstrap > 0 && !unit ? mpx_fail(MPX_ERR_NOMEM, "out of memory") : MPX_OK;
+    /* With a bootstrap or a units file: per sequence, the loss summed over its masked
+     * tokens (from the logits, in double), its correct predictions and its masked tokens. */
+    eval_units units = {0};
+    const int keep = t->bootstrap > 0 || t->units;
+    mpx_status st = MPX_OK;
     for (int64_t b = 0; b < nb && st == MPX_OK; b++) {
         mpx_mlm_batch batch;
         st = mpx_mlm_loader_next(L, &batch);
@@ -134,9 +134,7 @@ static mpx_status mlm_evaluate(run_task *t, mpx_graph *g, double *loss, double *
         if (st == MPX_OK) st = mpx_graph_forward(g, 0);
         if (st == MPX_OK) st = mpx_graph_read(g, d->io.logits, d->logits_host);
         if (st != MPX_OK || batch.n_predict == 0) continue;
-        const double batch_loss = (double)mpx_graph_loss(g) * (double)batch.n_predict;
-        const double before = correct;
-        loss_sum += batch_loss;
+        loss_sum += (double)mpx_graph_loss(g) * (double)batch.n_predict;
         int64_t n = (int64_t)batch.batch_size * batch.seq_len;
         for (int64_t i = 0; i < n; i++) {
             if (batch.labels[i] < 0) continue;
@@ -147,19 +145,25 @@ static mpx_status mlm_evaluate(run_task *t, mpx_graph *g, double *loss, double *
             correct += best == batch.labels[i];
         }
         count += (double)batch.n_predict;
-        if (unit) {
-            unit[units] = batch_loss;
-            unit[nb + units] = correct - before;
-            unit[2 * nb + units++] = (double)batch.n_predict;
+        for (int64_t s = 0; keep && st == MPX_OK && s < batch.n; s++) {
+            double l = 0, hits = 0, masked = 0;
+            for (int64_t j = s * batch.seq_len; j < (s + 1) * batch.seq_len; j++) {
+                if (batch.labels[j] < 0) continue;
+                const float *row = d->logits_host + j * V;
+                int64_t best = 0;
+                for (int64_t k = 1; k < V; k++)
+                    if (row[k] > row[best]) best = k;
+                l += eval_row_xent(row, V, batch.labels[j]);
+                hits += best == batch.labels[j];
+                masked++;
+            }
+            if (masked > 0) st = eval_units_add(&units, l, hits, masked);
         }
     }
     mpx_mlm_loader_free(L);
-    if (st == MPX_OK && unit) {
-        eval_ratio acc = {unit + nb, unit + 2 * nb, 100.0}, nats = {unit, unit + 2 * nb, 1.0};
-        st = eval_bootstrap(units, t->bootstrap, eval_ratio_stat, &acc, &t->boot);
-        if (st == MPX_OK) st = eval_bootstrap(units, t->bootstrap, eval_ratio_stat, &nats, &t->boot_loss);
-    }
-    free(unit);
+    if (st == MPX_OK && keep)
+        st = eval_units_report(&units, t->bootstrap, t->units, &t->boot, &t->boot_loss);
+    eval_units_free(&units);
     if (st != MPX_OK) return mpx_fail_context(st, "evaluation");
     *loss = count > 0 ? loss_sum / count : NAN;
     *acc = count > 0 ? 100.0 * correct / count : NAN;

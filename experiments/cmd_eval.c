@@ -1,5 +1,5 @@
-/* cmd_eval.c — `mpx eval RUN.h5|CHECKPOINT [--bootstrap N] [--detections FILE.tsv]
- * [section.key=value ...]`. */
+/* cmd_eval.c — `mpx eval RUN.h5|CHECKPOINT [--bootstrap N] [--units FILE.tsv]
+ * [--detections FILE.tsv] [section.key=value ...]`. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,19 +10,22 @@
 #include "mpx/run.h"
 
 static void help(void) {
-    printf("usage: mpx eval RUN.h5|CHECKPOINT [--bootstrap N] [--detections FILE.tsv]\n"
-           "                [section.key=value ...]\n"
+    printf("usage: mpx eval RUN.h5|CHECKPOINT [--bootstrap N] [--units FILE.tsv]\n"
+           "                [--detections FILE.tsv] [section.key=value ...]\n"
            "\n"
            "Evaluate a run's checkpoint (RUN.ckpt beside RUN.h5) on its evaluation set, with the\n"
            "config stored in the checkpoint; overrides (e.g. train.eval_batches=10) apply on top.\n"
            "Prints: model, step, dataset, loss and metric.\n"
            "\n"
            "  --bootstrap N        resample the evaluation units N times with replacement (images;\n"
-           "                       for BERT, batches: its loss is known per batch) and print the\n"
-           "                       metric's spread over them: units, <metric>_sd, <metric>_lo and\n"
-           "                       _hi (5th and 95th percentiles); for BERT also loss_sd/lo/hi.\n"
-           "                       This is the held-out set's own sampling noise. Fixed resamples:\n"
-           "                       the numbers repeat.\n"
+           "                       for BERT, sequences) and print the metric's and the loss's\n"
+           "                       spread over them: units, <metric>_sd, <metric>_lo and _hi (5th\n"
+           "                       and 95th percentiles), loss_sd/lo/hi (not for SSD). This is the\n"
+           "                       held-out set's own sampling noise. Fixed resamples: the numbers\n"
+           "                       repeat.\n"
+           "  --units FILE         ResNet and BERT runs: write each unit's loss, correct predictions\n"
+           "                       and predictions to FILE (TSV), for a paired bootstrap of two runs\n"
+           "                       (experiments/eval_noise.py).\n"
            "  --detections FILE    SSD runs: write the detections and ground truth of the\n"
            "                       evaluation to FILE (TSV: kind, image, class, score, x0 y0 x1 y1,\n"
            "                       difficult), for an independent mAP (experiments/map_check.py).\n");
@@ -35,12 +38,14 @@ int cmd_eval(int argc, char **argv) {
     }
     static const struct option opts[] = {{"bootstrap", required_argument, NULL, 'b'},
                                          {"detections", required_argument, NULL, 'd'},
+                                         {"units", required_argument, NULL, 'u'},
                                          {NULL, 0, NULL, 0}};
-    mpx_eval_opts eo = {0, NULL};
+    mpx_eval_opts eo = {0, NULL, NULL};
     cli_getopt_start();
     for (int c; (c = cli_getopt("eval", argc, argv, opts)) != -1;) {
         if (c == CLI_BAD) return EXIT_USAGE;
         if (c == 'd') eo.detections = optarg;
+        if (c == 'u') eo.units = optarg;
         if (c == 'b') {
             char *end;
             long n = strtol(optarg, &end, 10);
@@ -77,6 +82,7 @@ int cmd_eval(int argc, char **argv) {
         if (!isnan(r.loss_sd))
             printf("loss_sd\t%.6f\nloss_lo\t%.6f\nloss_hi\t%.6f\n", r.loss_sd, r.loss_lo, r.loss_hi);
     }
+    if (eo.units) printf("units_file\t%s\n", eo.units);
     if (eo.detections) printf("detections\t%s\n", eo.detections);
     return EXIT_OK;
 }

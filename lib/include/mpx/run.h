@@ -222,21 +222,22 @@ double mpx_median_ci(double *v, int n, double *lo, double *hi);
 
 /* Evaluate a checkpoint on its run's evaluation set with the config stored in it (overrides
  * such as train.eval_batches=10 apply on top). Options (NULL: none): `bootstrap` resamples
- * of the evaluation units (images; batches for mlm) give the metric's sampling spread;
- * `detections` (detect only) is a path that receives the detections and ground truth as TSV
- * (written to a temporary name and renamed, so a failure leaves no partial file). */
+ * of the evaluation units (images; sequences for mlm) give the metric's and the loss's
+ * sampling spread; `units` (classify, mlm) is a path that receives each unit's loss and hits,
+ * `detections` (detect) one that receives the detections and ground truth, as TSV (written
+ * to a temporary name and renamed, so a failure leaves no partial file). */
 typedef struct {
     int bootstrap;
-    const char *detections;
+    const char *units, *detections;
 } mpx_eval_opts;
 typedef struct {
     char model[64], dataset[256];
     int64_t step;
     double loss, metric;
     const char *metric_name;  /* "top1" */
-    int64_t units;                        /* resampled units (0 without a bootstrap) */
+    int64_t units;                          /* resampled units (0 without a bootstrap) */
     double metric_sd, metric_lo, metric_hi; /* over the resamples; lo, hi: 5th, 95th percentile */
-    double loss_sd, loss_lo, loss_hi;       /* the same for the loss (mlm only; else NaN) */
+    double loss_sd, loss_lo, loss_hi;       /* the same for the loss (NaN for detect) */
 } mpx_eval_result;
 mpx_status mpx_run_eval_checkpoint(const char *checkpoint, const char *const *overrides,
                                    int n_overrides, const mpx_eval_opts *opts,
