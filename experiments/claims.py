@@ -92,13 +92,15 @@ class Method:
         return sum(float(r["update_lost"]) * int(r["update_nonzero"]) for r in rows) / n if n else None
 
     def scored(self, key, floor):
-        """{seed: (value, row)} over runs that finished or diverged (scored at floor)."""
+        """{(seed, numerics path): (value, row)} over runs that finished or diverged (scored
+        at floor). A seed may have run on more than one path: each is a run of its own."""
         out = {}
         for r in self.rows:
+            k = (r["seed"], numerics_path(r))
             if r["stopped"] == "diverged" and floor is not None:
-                out[r["seed"]] = (floor, r)
+                out[k] = (floor, r)
             elif r["stopped"] == "-" and fnum(r[key]) is not None:
-                out[r["seed"]] = (fnum(r[key]), r)
+                out[k] = (fnum(r[key]), r)
         return out
 
 
@@ -141,21 +143,23 @@ def compare(a, b, key, floor):
     sign = -1.0 if key in LOWER_IS_BETTER else 1.0
     sa, sb = a.scored(key, floor), b.scored(key, floor)
     pairs, broken = [], []
-    for seed in sorted(set(sa) & set(sb), key=int):
-        (va, ra), (vb, rb) = sa[seed], sb[seed]
+    for seed, path in sorted(set(sa) & set(sb), key=lambda k: (k[1], int(k[0]))):
+        (va, ra), (vb, rb) = sa[(seed, path)], sb[(seed, path)]
         ia, ib = ra.get("init_weights", "-") or "-", rb.get("init_weights", "-") or "-"
-        if numerics_path(ra) != numerics_path(rb) or (ia != "-" and ib != "-" and ia != ib):
+        if ia != "-" and ib != "-" and ia != ib:
             broken.append(seed)
             continue
-        pairs.append((seed, sign * (va - vb), numerics_path(ra)))
-    info = {"broken": broken, "paths": sorted({p for _, _, p in pairs})}
+        pairs.append((seed, sign * (va - vb), path))
+    paired = {s for s, _, _ in pairs}
+    broken += sorted({s for s, _ in sa} & {s for s, _ in sb} - paired - set(broken), key=int)
+    info = {"broken": broken, "paths": sorted({p for _, _, p in pairs}), "pairs": pairs}
     if len(pairs) >= NEED_PAIRS:
         info["seeds"] = [s for s, _, _ in pairs]
         return verdicts.paired([d for _, d, _ in pairs]), info
     by_path = {}
     for m, s in ((0, sa), (1, sb)):
-        for seed, (v, r) in s.items():
-            by_path.setdefault(numerics_path(r), ([], []))[m].append((seed, v))
+        for (seed, path), (v, r) in s.items():
+            by_path.setdefault(path, ([], []))[m].append((seed, v))
     best = max(by_path.items(), key=lambda kv: min(len(kv[1][0]), len(kv[1][1])), default=None)
     if best is None or min(len(best[1][0]), len(best[1][1])) < 2:
         info["seeds"] = []
@@ -167,11 +171,16 @@ def compare(a, b, key, floor):
 
 def describe(iv, info, delta, key):
     unit = "nats" if key in LOWER_IS_BETTER else "points"
-    how = (f"paired over seeds {','.join(info['seeds'])}" if iv.kind == "paired" else
-           f"Welch over {info['runs'][0]} and {info['runs'][1]} runs (fewer than {NEED_PAIRS} "
-           "pairs)")
+    if iv.kind == "paired":
+        by = {}
+        for seed, _, path in info["pairs"]:
+            by.setdefault(path, []).append(seed)
+        how = "paired over " + "; ".join(f"seeds {','.join(v)} on {p}" for p, v in by.items())
+    else:
+        how = (f"Welch over {info['runs'][0]} and {info['runs'][1]} runs (fewer than {NEED_PAIRS} "
+               f"pairs) on {'; '.join(info['paths'])}")
     s = (f"d = {iv.d:+.4g} {unit} (a better when > 0), 90% interval [{iv.lo:+.4g}, {iv.hi:+.4g}], "
-         f"margin {delta:.4g}; {how} on {'; '.join(info['paths'])}")
+         f"margin {delta:.4g}; {how}")
     if info["broken"]:
         s += f"; seeds {','.join(info['broken'])} unpaired (numerics path or initial weights differ)"
     return s
@@ -208,9 +217,12 @@ def overhead(c, od):
 
 def layers_less(a, b, layers, need):
     rate = {}
-    keep = {m.name: {r["seed"] for r in m.ok} for m in (a, b)}
+    # rows from before layers.tsv named the path belong to the one run of their seed
+    keep = {m.name: {(r["seed"], numerics_path(r)) for r in m.ok} | {r["seed"] for r in m.ok}
+            for m in (a, b)}
     for r in layers:
-        if r["method"] in keep and r["seed"] in keep[r["method"]]:
+        run = (r["seed"], r["numerics"]) if r.get("numerics") else r["seed"]
+        if r["method"] in keep and run in keep[r["method"]]:
             t = rate.setdefault((r["method"], r["layer"]), [0, 0])
             t[0] += int(r["act_flushed"])
             t[1] += int(r["act_nonzero"])

@@ -32,7 +32,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from claims import Method, claims_section, fnum, pct, write_claims  # noqa: E402
+from claims import Method, claims_section, fnum, numerics_path, pct, write_claims  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPX = os.environ.get("MPX", os.path.join(ROOT, "build", "mpx"))
@@ -44,7 +44,7 @@ RUN_COLS = ["method", "seed", "precision", "scaling", "steps", "final_loss", "ev
             "evals", "git_commit", "threads", "host", "isa", "init_weights", "cpu_paths"]
 LAYER_COLS = ["method", "seed", "layer", "name", "kind", "act_nonzero", "act_flushed",
               "act_below_min", "weight_nonzero", "weight_flushed", "update_nonzero",
-              "update_lost"]
+              "update_lost", "numerics"]
 METRIC = {"resnet50": "top1", "bert": "mlm_acc", "ssd": "mAP"}
 PAPER_NOTE = {
     "resnet50": "Paper numbers are ImageNet (224 px, full ResNet-50), a different setting from "
@@ -199,10 +199,17 @@ def summarize(model, scale):
     od = out_dir(model, scale)
     os.makedirs(od, exist_ok=True)
     runs_path, layers_path = os.path.join(od, "runs.tsv"), os.path.join(od, "layers.tsv")
-    runs = {(r["method"], r["seed"]): r for r in read_tsv(runs_path)}
+    # A run is one method and seed on one numerics path (claims.numerics_path): the same seed
+    # trained on another path is another run, kept beside it; the same path replaces it.
+    key = lambda r: (r["method"], r["seed"], numerics_path(r))
+    runs = {key(r): r for r in read_tsv(runs_path)}
+    # layers.tsv rows name their path ("numerics"); rows written before that column existed
+    # belong to the one run of their method and seed that runs.tsv then held
+    path_of = {(m, sd): p for m, sd, p in runs}
     layer_rows = {}
     for r in read_tsv(layers_path):
-        layer_rows.setdefault((r["method"], r["seed"]), []).append(r)
+        r["numerics"] = r.get("numerics") or path_of.get((r["method"], r["seed"]), "")
+        layer_rows.setdefault((r["method"], r["seed"], r["numerics"]), []).append(r)
     n = 0
     for m in methods:
         for run in sorted(glob.glob(os.path.join(runs_root, f"{m}-s*.h5"))):
@@ -210,14 +217,17 @@ def summarize(model, scale):
             if not seed.isdigit() or not os.path.exists(run + ".done"):
                 continue
             row, lrows = summarize_run(run, m, seed)
-            runs[(m, seed)], layer_rows[(m, seed)] = row, lrows
+            k = key(row)
+            for lr in lrows:
+                lr["numerics"] = k[2]
+            runs[k], layer_rows[k] = row, lrows
             n += 1
     if n == 0:
         print(f"report: no finished run file of {model}/{scale} in {runs_root}: summaries "
               f"unchanged")
         return
     order = {m: i for i, m in enumerate(methods)}
-    keys = sorted((k for k in runs if k[0] in order), key=lambda k: (order[k[0]], int(k[1])))
+    keys = sorted((k for k in runs if k[0] in order), key=lambda k: (order[k[0]], int(k[1]), k[2]))
     write_tsv(runs_path, RUN_COLS, [runs[k] for k in keys])
     write_tsv(layers_path, LAYER_COLS, [r for k in keys for r in layer_rows.get(k, [])])
     print(f"report: {n} run files of {model}/{scale} summarised into {runs_path} and {layers_path}")

@@ -61,6 +61,11 @@ M = {
     "a_other": runs("a_other", [v + 0.01 for v in base], host=[AVX2, AVX2, AVX2, HOST, HOST]),
     "a_init": runs("a_init", [v + 0.01 for v in base], init="fnv1a64:ffff"),
     "a_dirty": runs("a_dirty", base, commit="abc123+dirty"),
+    # a's seeds rerun on the AVX2 path beside its native runs (the same seeds, other runs), and
+    # a method that ran seeds 0-2 natively and 3-4 on AVX2: every seed pairs on its own path
+    "a_both": Method("a_both", runs("n", base).rows + runs("r", [v - 0.3 for v in base], host=AVX2).rows),
+    "a_mixed": runs("a_mixed", [v + 0.01 for v in base[:3]] + [v - 0.29 for v in base[3:]],
+                    host=[HOST, HOST, HOST, AVX2, AVX2]),
     "a_two": runs("a_two", base[:2]),
     "f1": runs("f1", [v - 1 for v in base]), "f2": runs("f2", [v + 0.3 for v in base]),
     "f3": runs("f3", [60.0]), "f4": Method("f4", []),
@@ -87,6 +92,7 @@ cases = [  # claim -> verdict, a piece of what it prints
     (claim("same", "a_dirty", "a"), "not shown", "5 from uncommitted trees excluded"),
     (claim("same", "a_two", "a"), "not shown", "Welch over 2 and 5 runs"),
     (claim("same", "a", "f4"), "not shown", "runs missing"),
+    (claim("same", "a_mixed", "a_both"), "holds", "seeds 0,1,2 on AMD EPYC [avx2 fma f16c avx512f avx512bw avx512_bf16]; seeds 3,4 on avx2 reference path"),
     (claim("not_worse", "a_up", "best(f1,f2)"), "holds", "d = +0.2"),
     (claim("not_worse", "a", "best(f1,f2,a_div)"), "fails", "d = -0.3"),
     (claim("not_worse", "a", "best(f1,f2,f3)"), "not shown", "fewer than 3 seeds: f3 (1)"),
