@@ -59,50 +59,6 @@ static mpx_status alloc_stats(trainer *t) {
     return MPX_OK;
 }
 
-/* FNV-1a 64 over bytes. */
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
-/* "fnv1a64:<hex>" of every parameter's FP32 master and every buffer, in graph order: two runs
- * with the same string started from the same weights. */
-static mpx_status init_weights_hash(trainer *t, char *out, size_t cap) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    float *host = NULL;
-    size_t host_n = 0;
-    for (int k = 0; k < 2; k++) {
-        int n = k == 0 ? mpx_graph_n_params(t->g) : mpx_graph_n_buffers(t->g);
-        for (int i = 0; i < n; i++) {
-            const char *name;
-            int64_t numel;
-            const float *data;
-            if (k == 0) {
-                const mpx_param *p = mpx_graph_param(t->g, i);
-                name = p->name, numel = p->numel, data = p->master;
-            } else {
-                const mpx_buffer *b = mpx_graph_buffer(t->g, i);
-                name = b->name, numel = b->numel, data = b->data;
-            }
-            if ((size_t)numel > host_n) {
-                float *grown = realloc(host, (size_t)numel * sizeof *host);
-                if (!grown) {
-                    free(host);
-                    return mpx_fail(MPX_ERR_NOMEM, "out of memory hashing the initial weights");
-                }
-                host = grown, host_n = (size_t)numel;
-            }
-            mpx_graph_download(t->g, host, data, (size_t)numel * sizeof *host);
-            h = fnv1a(h, name, strlen(name) + 1);
-            h = fnv1a(h, host, (size_t)numel * sizeof *host);
-        }
-    }
-    free(host);
-    snprintf(out, cap, "fnv1a64:%016llx", (unsigned long long)h);
-    return MPX_OK;
-}
-
 /* The vector path each op family took here: run files record it beside the host. */
 static void cpu_paths(const mpx_run_cfg *rc, char *out, size_t cap) {
     char gemm[200] = "none (FP32 or quantized operands in this mode)";
@@ -117,8 +73,8 @@ static void cpu_paths(const mpx_run_cfg *rc, char *out, size_t cap) {
 
 static mpx_status open_log(trainer *t, int64_t resume_step) {
     const mpx_run_cfg *rc = t->rc;
-    char init[40] = "", paths[512];
-    if (resume_step < 0) MPX_TRY(init_weights_hash(t, init, sizeof init));
+    char paths[512];
+    const char *init = resume_step < 0 ? mpx_graph_init_digest(t->g) : "";
     cpu_paths(rc, paths, sizeof paths);
     char scaling[64];
     snprintf(scaling, sizeof scaling, "%s", mpx_scaling_name(rc->scaling.method));

@@ -9,6 +9,8 @@
  * read each layer's moments as they go (the factor scales what follows).
  */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph_internal.h"
@@ -551,11 +553,44 @@ int64_t mpx_graph_merge_redos(const mpx_graph *g) { return g->merge_redos; }
 
 /* ---- host I/O and weights ---- */
 
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The digest of the FP32 parameters and buffers (mpx_graph_init_digest). */
+static mpx_status digest_weights(mpx_graph *g) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t biggest = 1;
+    for (int i = 0; i < g->n_params; i++)
+        if ((size_t)g->params[i].numel > biggest) biggest = (size_t)g->params[i].numel;
+    for (int i = 0; i < g->n_buffers; i++)
+        if ((size_t)g->buffers[i].numel > biggest) biggest = (size_t)g->buffers[i].numel;
+    float *host = malloc(biggest * sizeof *host);
+    if (!host) return mpx_fail(MPX_ERR_NOMEM, "out of memory hashing the initial weights");
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < (k == 0 ? g->n_params : g->n_buffers); i++) {
+            const char *name = k == 0 ? g->params[i].name : g->buffers[i].name;
+            size_t n = (size_t)(k == 0 ? g->params[i].numel : g->buffers[i].numel);
+            g->be->download(g->be, host, k == 0 ? g->params[i].master : g->buffers[i].data,
+                            n * sizeof *host);
+            h = fnv1a(h, name, strlen(name) + 1);
+            h = fnv1a(h, host, n * sizeof *host);
+        }
+    free(host);
+    snprintf(g->init_digest, sizeof g->init_digest, "fnv1a64:%016llx", (unsigned long long)h);
+    return MPX_OK;
+}
+
+const char *mpx_graph_init_digest(const mpx_graph *g) { return g->init_digest; }
+
 /* Without master weights (the policy's MASTER role in the working format) the rounded working
  * copy is the parameter: the FP32 array the optimizer updates takes its values back, so the
  * next update starts from the stored weight and w <- round(w - lr u) is the whole rule, rounded
  * as the policy rounds the MASTER role. */
 mpx_status mpx_graph_sync_weights(mpx_graph *g, int64_t step) {
+    if (step == 0) MPX_TRY(digest_weights(g));
     const int no_masters = mpx_precision_dtype(&g->prec, MPX_ROLE_MASTER) != MPX_F32;
     for (int i = 0; i < g->n_params; i++) {
         mpx_param *p = &g->params[i];

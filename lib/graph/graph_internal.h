@@ -219,6 +219,7 @@ struct mpx_graph {
     int64_t clock_waits;     /* the backend waits those clocks made (not the step's own) */
     double dist_s;           /* seconds in the gradient all-reduce so far (graph_dist.c) */
     double dist_bytes;       /* ... and the bytes each rank contributed to it */
+    char init_digest[40];    /* the FP32 weights as the last step-0 sync took them (graph_exec.c) */
 
     /* compile's plan */
     int compiled;

@@ -11,9 +11,13 @@
  *   - optimizer state kept in storage holds FP16 values, the FP32 rule's rounded;
  *   - update_rounding = stochastic with rounding = rne (Zamirai et al. 2020): the update rounds
  *     stochastically as above while the forward pass's casts stay those of an all-RNE run (and
- *     differ from an all-stochastic one's, so the comparison can tell).
+ *     differ from an all-stochastic one's, so the comparison can tell);
+ *   - the initial-weights digest (what pairs runs) is that of the FP32 values the step-0 sync
+ *     took: a masterless graph and an FP32 one from the same weights share it, though the
+ *     masterless one's masters hold the rounded values; other weights give another digest.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,11 +258,35 @@ static void test_state_in_storage(void) {
     mpx_graph_free(g);
 }
 
+static void test_init_digest(void) {
+    float w[IN * OUT];
+    for (int k = 0; k < IN * OUT; k++) w[k] = (float)(k % 13 - 6) / 7.0f; /* not FP16-exact */
+    mpx_graph *pure = layer("fp16", "rne", 0, 0), *fp32 = layer("fp32", "rne", 1, 0);
+    mpx_param *pp = set_weights(pure, 0, w);
+    set_weights(fp32, 0, w);
+    CHECK(pp->master[1] != w[1], "the masterless graph kept the FP32 weight %.9g", w[1]);
+    CHECK(strncmp(mpx_graph_init_digest(pure), "fnv1a64:", 8) == 0 &&
+          strlen(mpx_graph_init_digest(pure)) == 24, "digest '%s'", mpx_graph_init_digest(pure));
+    CHECK(strcmp(mpx_graph_init_digest(pure), mpx_graph_init_digest(fp32)) == 0,
+          "same weights, digests %s and %s", mpx_graph_init_digest(pure), mpx_graph_init_digest(fp32));
+    char before[40];
+    snprintf(before, sizeof before, "%s", mpx_graph_init_digest(fp32));
+    CHECK_OK(mpx_graph_sync_weights(fp32, 1));
+    CHECK(strcmp(before, mpx_graph_init_digest(fp32)) == 0, "a later sync changed the digest");
+    w[7] = 0.5f;
+    set_weights(fp32, 0, w);
+    CHECK(strcmp(before, mpx_graph_init_digest(fp32)) != 0, "other weights, the same digest %s",
+          before);
+    mpx_graph_free(pure);
+    mpx_graph_free(fp32);
+}
+
 int main(void) {
     test_rne_without_masters();
     test_stochastic_without_masters();
     test_stochastic_update_only();
     test_lost_update_stats();
     test_state_in_storage();
+    test_init_digest();
     return mpx_test_done(__FILE__);
 }

@@ -222,6 +222,10 @@ mpx_status mpx_graph_backward(mpx_graph *g, const mpx_backward_opts *o, int64_t 
  * master weights (precision.h: master_weights = 0) the masters then take the rounded values:
  * the stored weight is the parameter. */
 mpx_status mpx_graph_sync_weights(mpx_graph *g, int64_t step);
+/* "fnv1a64:<hex>" of every parameter's FP32 values and every buffer, in graph order, as the
+ * last mpx_graph_sync_weights at step 0 took them: before the policy rounded them, so runs that
+ * started from the same draw or file share it whether or not they keep master weights. */
+const char *mpx_graph_init_digest(const mpx_graph *g);
 /* The precision policy the graph was compiled with. */
 const mpx_precision *mpx_graph_precision(const mpx_graph *g);
 
