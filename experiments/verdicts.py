@@ -3,7 +3,7 @@ equivalence (TOST), non-inferiority and superiority rules at a margin fixed in a
 a decision needs, and Fisher's exact test on divergence counts.
 
 Pure standard library (report.py runs in CI without SciPy): Student's t comes from the
-regularized incomplete beta function, inverted by bisection. tests/test_verdicts.py checks it
+regularized incomplete beta function, inverted by bisection. tests/integration/test_claims_rules.sh checks it
 against tabulated quantiles and every rule against constructed data with known answers.
 
 Sign convention: d = a - b in "better" units (d > 0: a is better), so a lower-is-better metric
