@@ -1,6 +1,6 @@
 /* run_config.c — the schema of every `mpx train` config key and its typed resolution.
  *
- * Defaults are the references' (REFERENCE.md §3, §5): GradScaler's dynamic scaler, the ALS
+ * Defaults are the references' (docs/papers.md §3, §5): GradScaler's dynamic scaler, the ALS
  * paper's n_uf = 1e-3, scale_bound 16, accum_bound 1024. Contradictions (a knob for a method
  * that is not selected, fp32 with loss scaling, ...) are errors naming where the key was set.
  */

@@ -4,7 +4,7 @@
  * layer-norm -> dropout; L post-LN layers of multi-head self-attention with the padding mask and a GELU
  * feed-forward; the MLM head (dense, GELU, layer-norm, a decoder sharing the token-embedding
  * matrix, plus a bias). Every Linear is a node of its own, so adaptive loss scaling gives each
- * its factor (DESIGN.md §4); Q, K and V read the same hidden state, whose gradient is a branch
+ * its factor (docs/design.md §4); Q, K and V read the same hidden state, whose gradient is a branch
  * merge, as are the residual stream's fan-outs.
  */
 #include <math.h>

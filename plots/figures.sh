@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# figures.sh — regenerate one model's figures from its run files (DESIGN.md §8).
+# figures.sh — regenerate one model's figures from its run files (docs/design.md §8).
 #
 #   plots/figures.sh MODEL [SCALE]     (run by make experiment-MODEL and make plots)
 #

@@ -1,4 +1,4 @@
-/* als_merge.h — the test behind a speculative branch merge under adaptive scaling (REFERENCE.md
+/* als_merge.h — the test behind a speculative branch merge under adaptive scaling (docs/papers.md
  * §3 step 10), one source for the CPU backend (backend_cpu.c: merge_check) and the CUDA kernel
  * (lib/cuda/moments.cu), so that both decide on the same double operations.
  *

@@ -161,7 +161,7 @@ static mpx_status merge_branches_reference(mpx_graph *g, int tensor, const int *
 }
 
 /* Sum a fan-out tensor's FP32 branch contributions (rescaled to one target scale under
- * adaptive scaling, REFERENCE.md §3 step 10) and cast the sum into its gradient storage.
+ * adaptive scaling, docs/papers.md §3 step 10) and cast the sum into its gradient storage.
  * Every factor is a power of two, so scaling commutes with FP32 rounding: the branches are
  * summed at an interim scale T0 (branch 0's, so it needs no pass of its own) while the same
  * pass measures the magnitudes that choose the target (into g->merge_slots), and target / T0

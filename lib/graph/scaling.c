@@ -1,6 +1,6 @@
 /* scaling.c — loss-scaling state machine (fixed, dynamic) and the adaptive per-layer maths.
  *
- * The adaptive formulas follow the 2019 ada-loss "approx_range" code (REFERENCE.md §3):
+ * The adaptive formulas follow the 2019 ada-loss "approx_range" code (docs/papers.md §3):
  * sigma_o = sqrt((sigma_g^2 + mu_g^2) (sigma_w^2 + mu_w^2)); s = max(1, u_min / (T sigma_o));
  * s = min(s, (u_max / fan_in) / o_max) with o_max the largest |product| of the extremes of g
  * and W (the code takes the absolute value of the four signed products); a zero sigma_o gives 1.

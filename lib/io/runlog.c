@@ -1,4 +1,4 @@
-/* runlog.c — writing the HDF5 run file (DESIGN.md §6): create, reopen for resume, append rows.
+/* runlog.c — writing the HDF5 run file (docs/design.md §6): create, reopen for resume, append rows.
  *
  * Crash safety: the file is touched only inside a flush (mpx_runlog_flush, _eval, _stats,
  * _mark_stopped, and when RL_TRAIN_BUF training rows are waiting), which ends with

@@ -1,4 +1,4 @@
-/* runlog_schema.h — the run file's datasets (DESIGN.md §6) as tables shared by the writer
+/* runlog_schema.h — the run file's datasets (docs/design.md §6) as tables shared by the writer
  * (runlog.c) and the reader (runlog_export.c), so both use the same names, types and shapes.
  *
  * Three time series grow along their first axis: /train [T], /eval [E] and /stats [K] (with

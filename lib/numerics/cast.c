@@ -1,4 +1,4 @@
-/* cast.c — mpx_cast: the one FP32 -> storage cast, with optional accounting (DESIGN.md §5).
+/* cast.c — mpx_cast: the one FP32 -> storage cast, with optional accounting (docs/design.md §5).
  *
  * The array is cut into fixed blocks of BLOCK elements. For each block: draw the random words
  * when rounding stochastically (element i always gets counter offset + i, so the bits do not

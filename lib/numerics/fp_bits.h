@@ -157,7 +157,7 @@ MPX_HD float mpx_fp_decode(mpx_fp_fmt f, uint32_t c) {
     return mpx_fp_float(sign | ((e + 127u - (uint32_t)f.bias) << 23) | (m << (23 - f.man_bits)));
 }
 
-/* Histogram bin of an FP32 value from its bits (DESIGN.md §5): binade k = floor(log2|x|) maps to
+/* Histogram bin of an FP32 value from its bits (docs/design.md §5): binade k = floor(log2|x|) maps to
  * bin k + 64 clamped into [0, 79] (FP32 subnormals land in bin 0); then zero, Inf, NaN. */
 MPX_HD int mpx_fp_hist_bin(uint32_t u) {
     uint32_t a = u & 0x7fffffffu;

@@ -75,7 +75,7 @@ typedef struct {
 void mpx_k_hist_flush(mpx_k_hist *h, mpx_cast_stats *st);
 
 /* Add the counts of x = scale * src[i] against F16 or BF16 to *st (histogram into *h), given
- * codes[i], the code the cast into that format produced for x (DESIGN.md §5). */
+ * codes[i], the code the cast into that format produced for x (docs/design.md §5). */
 void mpx_k_count16_c(mpx_dtype fmt, const float *src, float scale, const uint16_t *codes, size_t n,
                      mpx_cast_stats *st, mpx_k_hist *h);
 void mpx_k_count16_avx512(mpx_dtype fmt, const float *src, float scale, const uint16_t *codes,

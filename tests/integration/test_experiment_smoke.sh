@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_experiment_smoke.sh — `make experiment-{resnet50,bert,ssd} SCALE=smoke` end to end
-# (DESIGN.md §10 rung 7, the CI path): every method's run file, the run summaries, the TSV
+# (docs/design.md §10 rung 7, the CI path): every method's run file, the run summaries, the TSV
 # exports, the figures (PNG and SVG), the adaptive-scaling overhead, the results table
 # with its claims section, all under the run files' folder (a temporary RESULTS): a scale
 # without a committed reference writes into results/MODEL/SCALE/report/, and the committed

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_train.sh — `mpx train` end to end on a tiny synthetic-data ResNet:
-#   every precision mode and scaling method writes a run file with the DESIGN.md §6 layout
+#   every precision mode and scaling method writes a run file with the docs/design.md §6 layout
 #   (checked with h5dump -H), `mpx export underflow` has one row per (stats step, layer);
 #   resuming from a checkpoint reproduces an uninterrupted run bit for bit, evaluations included;
 #   resuming a finished run trains nothing and leaves its file as it was;

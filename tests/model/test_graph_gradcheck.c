@@ -1,4 +1,4 @@
-/* test_graph_gradcheck.c — the whole graph's backward against finite differences (DESIGN.md §10
+/* test_graph_gradcheck.c — the whole graph's backward against finite differences (docs/design.md §10
  * rung 5), in fp32, on a tiny residual network that exercises every op of the ResNet family:
  * conv (with and without bias), batch-norm, ReLU, max-pool, a fan-out merged by add, SSD's
  * L2-norm, global average pool, linear and softmax cross-entropy.

@@ -1,4 +1,4 @@
-/* test_graph_scaling.c — loss scaling and statistics through the executor (DESIGN.md §10
+/* test_graph_scaling.c — loss scaling and statistics through the executor (docs/design.md §10
  * rungs 2 and 4, at the graph level):
  *   - power-of-two scaling commutes exactly with FP32 arithmetic, so in FP32 storage the
  *     unscaled weight gradients of fixed, dynamic and adaptive scaling equal the unscaled run's
@@ -10,7 +10,7 @@
  *     double precision, and adaptive scaling lowers it;
  *   - adaptive-quantile takes its quantile from the gradient before rounding (closed form);
  *   - a branch merge whose branches do not all fit under u_max picks the target the rule of
- *     REFERENCE.md §3 step 10 gives from every branch's magnitude, and the merged gradient fits;
+ *     docs/papers.md §3 step 10 gives from every branch's magnitude, and the merged gradient fits;
  *   - the in-place clock of the scaling work (for `mpx bench`) counts only when on and changes
  *     no gradient.
  */
@@ -396,7 +396,7 @@ static double max_abs(const float *x, size_t n) {
     return m;
 }
 
-/* REFERENCE.md §3 step 10, written out here independently of mpx_als_merge_target: the
+/* docs/papers.md §3 step 10, written out here independently of mpx_als_merge_target: the
  * largest incoming scale under which every branch's unscaled magnitude (largest m) stays below
  * u_max; if none fits, the smallest scale halved while >= 1/8. */
 static double merge_rule(double m, double s_a, double s_b, double u_max) {

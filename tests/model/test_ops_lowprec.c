@@ -1,5 +1,5 @@
 /* test_ops_lowprec.c — every op of the ResNet family in fp16 and bf16 storage against fp32
- * (DESIGN.md §10 rung 2), one op at a time, through the executor (which is where the low
+ * (docs/design.md §10 rung 2), one op at a time, through the executor (which is where the low
  * precision lives: ops compute in FP32 on decoded values, results are rounded on write).
  *
  * Each op sits between a linear "pre" layer (so its input has a gradient) and a linear "post"

@@ -1,4 +1,4 @@
-/* test_resnet.c — the ResNet family end to end (DESIGN.md §10 rung 5):
+/* test_resnet.c — the ResNet family end to end (docs/design.md §10 rung 5):
  *   parameter counts equal torchvision's (ResNet-50 with 1000 classes: 25,557,032);
  *   a small CIFAR-style ResNet's loss falls on a fixed batch in every precision mode and
  *   scaling method (fp32; fp16 none, dynamic, adaptive, adaptive-quantile; bf16; tf32);

@@ -1,4 +1,4 @@
-/* test_cast_stats.c — mpx_cast with accounting (DESIGN.md §5).
+/* test_cast_stats.c — mpx_cast with accounting (docs/design.md §5).
  *
  * 1. Constructed tensors whose counts are derived by hand (comments give the derivation).
  * 2. Scale multiplies before the cast and before counting; F32 destinations count against

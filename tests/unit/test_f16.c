@@ -1,5 +1,5 @@
 /* test_f16.c — FP32 <-> FP16: exhaustive round trips, RNE against an independent reference
- * (fp_ref.h) on the REFERENCE.md §1 anchors, every halfway point and its neighbours, and two
+ * (fp_ref.h) on the docs/papers.md §1 anchors, every halfway point and its neighbours, and two
  * million random floats; and the bulk (vector) conversions against the scalar ones.
  * Every check is exact (bit equality): conversions have one right answer.
  */
@@ -54,7 +54,7 @@ static void test_round_trip_exhaustive(void) {
 }
 
 static void test_anchors(void) {
-    /* REFERENCE.md §1, with the expected codes derived by hand:
+    /* docs/papers.md §1, with the expected codes derived by hand:
      * 2^-24 is the smallest subnormal (code 1); 2^-25 is the tie between 0 and 2^-24 -> even (0);
      * 1.5*2^-25 and everything in (2^-25, 2^-24) is nearer 2^-24; 65504 is the max (0x7bff);
      * 65520 is the tie between 65504 (odd code) and 65536 (=Inf, even) -> Inf; 65519.99 -> 65504.

@@ -1,5 +1,5 @@
 /* test_scaling.c — every loss-scaling method as a state machine, on constructed inputs with
- * hand-derived answers (DESIGN.md §10 rung 4):
+ * hand-derived answers (docs/design.md §10 rung 4):
  *   dynamic: growth after exactly growth_interval finite steps, backoff + skip, hysteresis,
  *            min/max bounds, GradScaler defaults;
  *   fixed / none: constant scale, skip on non-finite;
@@ -141,7 +141,7 @@ static double product_small_tail(double t) {
 
 static void test_adaptive_closed_form_and_underflow(void) {
     mpx_scaling_cfg c = adaptive_unbounded();
-    /* T = sqrt(2) erfinv(1e-3) = 1.2533e-3 (REFERENCE.md §3 step 3). */
+    /* T = sqrt(2) erfinv(1e-3) = 1.2533e-3 (docs/papers.md §3 step 3). */
     double T = mpx_als_threshold(1e-3);
     CHECK(fabs(T - 1.2533141e-3) < 1e-9, "T = %.9g", T);
     CHECK(fabs(6e-8 / T - 4.787e-5) < 1e-8, "u_min / T = %.6g", 6e-8 / T);

@@ -194,7 +194,7 @@ double mpx_graph_grad_norm(const mpx_graph *g);
  * less the synchronisations of this graph's profiling clocks (mpx_graph_profile,
  * mpx_graph_time_scaling); the difference across a step of this graph is that step's waits. */
 int64_t mpx_graph_host_waits(const mpx_graph *g);
-/* Adaptive scaling's branch merges (REFERENCE.md §3 step 10) choose their target scale from the
+/* Adaptive scaling's branch merges (docs/papers.md §3 step 10) choose their target scale from the
  * branches' magnitudes. Speculative (default on): a merge takes the largest of its branches'
  * scales — the usual choice — without waiting for the magnitudes, and the device checks the
  * choice; when any merge of a pass missed, the pass runs again with merges that wait, so the

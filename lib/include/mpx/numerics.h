@@ -4,7 +4,7 @@
  * NaN, overflow to Inf where the format has one), bulk encode/decode vectorised at run time
  * (F16C / AVX-512 when the CPU has them, portable C otherwise), stochastic rounding, and
  * mpx_cast: the ONE routine through which every FP32 -> storage cast of a gradient goes.
- * When asked, mpx_cast counts what the cast did to the tensor (DESIGN.md §5).
+ * When asked, mpx_cast counts what the cast did to the tensor (docs/design.md §5).
  */
 #ifndef MPX_NUMERICS_H
 #define MPX_NUMERICS_H
@@ -75,7 +75,7 @@ int mpx_convert_limit(const char *impl);
 
 typedef enum { MPX_ROUND_RNE = 0, MPX_ROUND_STOCHASTIC } mpx_rounding;
 
-/* ---- statistics of a cast (DESIGN.md §5) ---- */
+/* ---- statistics of a cast (docs/design.md §5) ---- */
 enum {
     MPX_HIST_LOG2_LO = -64, /* bin 0 = [2^-64, 2^-63); smaller nonzero values clamp into it */
     MPX_HIST_LOG2_HI = 15,  /* bin 79 = [2^15, 2^16); larger finite values clamp into it */

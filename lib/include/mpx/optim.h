@@ -1,7 +1,7 @@
 /* optim.h — optimizers on FP32 master weights, gradient clipping, learning-rate schedules.
  *
  * The optimizer reads the unscaled FP32 gradients the executor leaves in mpx_param.grad and
- * updates the masters (REFERENCE.md §1: unscale before clipping, weight decay, update). One
+ * updates the masters (docs/papers.md §1: unscale before clipping, weight decay, update). One
  * path for every recipe: the precision policy says where masters and state live. Masters are
  * FP32 arrays; without master weights the graph rounds them into storage after the update
  * (mpx_graph_sync_weights). State (momentum, Adam moments) is owned by the optimizer: FP32, or,

@@ -2,7 +2,7 @@
  *
  * A run's `precision.mode` (fp32 | fp16 | bf16) and `precision.rounding` resolve into this
  * policy once; the graph and the optimizer ask it for the storage dtype of every tensor by its
- * role and nothing else in the engine branches on the mode. The MPT recipe (REFERENCE.md §1):
+ * role and nothing else in the engine branches on the mode. The MPT recipe (docs/papers.md §1):
  *   master weights, optimizer state, norm parameters, losses, saved statistics: FP32
  *   conv/linear working weights and their gradients, activations, activation gradients:
  *   the low-precision format, with FP32 accumulation inside every op.

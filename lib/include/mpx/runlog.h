@@ -1,4 +1,4 @@
-/* runlog.h — the HDF5 run file (DESIGN.md §6): writing during training, reading for export.
+/* runlog.h — the HDF5 run file (docs/design.md §6): writing during training, reading for export.
  *
  * One file per run. Every dataset is chunked and extendable along its first axis. Training
  * rows are buffered in memory and written at each flush; statistics and evaluation rows are

@@ -3,7 +3,7 @@
  * Every activation gradient carries a cumulative scale S (double). The loss emits its gradient
  * multiplied by S0 = mpx_scaler_loss_scale(). Global methods keep every per-layer factor at 1;
  * the adaptive methods give each Linear/Convolution layer a factor s computed from g and W
- * (REFERENCE.md §3, the 2019 "approx_range" code) and rescale branch merges to one target.
+ * (docs/papers.md §3, the 2019 "approx_range" code) and rescale branch merges to one target.
  * Parameter gradients are unscaled by the S of the gradient that produced them.
  *
  * The per-layer maths are pure functions (mpx_als_*), tested on constructed inputs; the global
@@ -88,7 +88,7 @@ static inline double mpx_scaler_loss_scale(const mpx_scaler *s) { return s->scal
  * scale (growth / backoff with hysteresis and bounds). */
 int mpx_scaler_update(mpx_scaler *s, int nonfinite);
 
-/* ---- adaptive loss scaling, one layer (REFERENCE.md §3) ---- */
+/* ---- adaptive loss scaling, one layer (docs/papers.md §3) ---- */
 typedef struct {
     double mu_g, sigma_g;   /* of the incoming gradient g as stored (carrying S_prev) */
     double mu_w, sigma_w;   /* of the working weight W */

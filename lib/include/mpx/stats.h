@@ -1,4 +1,4 @@
-/* stats.h — what one statistics step records for one observed layer (DESIGN.md §5, §6).
+/* stats.h — what one statistics step records for one observed layer (docs/design.md §5, §6).
  *
  * Observed layers are every node with parameters plus the loss, in forward order. On a
  * statistics step the executor fills one mpx_layer_stats per observed layer:
