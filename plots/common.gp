@@ -10,14 +10,14 @@ set datafile separator "\t"
 set key noautotitle
 set grid lc rgb "#dddddd"
 set border lc rgb "#444444"
-set style line 1 lc rgb "#1b9e77" lw 2
-set style line 2 lc rgb "#d95f02" lw 2
-set style line 3 lc rgb "#7570b3" lw 2
-set style line 4 lc rgb "#e7298a" lw 2
-set style line 5 lc rgb "#66a61e" lw 2
-set style line 6 lc rgb "#e6ab02" lw 2
-set style line 7 lc rgb "#17becf" lw 2
-set style line 8 lc rgb "#666666" lw 2
-set style line 9 lc rgb "#1f78b4" lw 2
-set style line 10 lc rgb "#000000" lw 2
+# One colour per method across every figure of a model: figures.sh gives each method its index
+# in the model's method lists (variable `colours`), and style i is that colour.
+array palette24[24] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", \
+    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#aec7e8", "#ffbb78", "#98df8a", \
+    "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#393b79", "#637939", \
+    "#8c6d31", "#843c39"]
+do for [i = 1:24] { set style line i lc rgb palette24[i] lw 2 }
 set style increment user
+# The first title line of every figure: model, scale and the seeds drawn (figures.sh: `tag`).
+if (!exists("tag")) tag = ""
+headline(t) = (tag eq "" ? t : tag . "\n" . t)

@@ -173,12 +173,38 @@ while read -r m; do
 done < <(cat "${lists[@]}" | grep -v '^\s*\(#\|$\)')
 [ ${#methods[@]} -gt 0 ] || { echo "figures: no run files in $runs" >&2; exit 2; }
 label() { echo "$1"; }
+# colour METHOD: its style in common.gp, the same in every figure of the model (its place in
+# the model's method lists; 24 colours).
+colour() { local i; for i in "${!methods[@]}"; do [ "${methods[$i]}" = "$1" ] && { echo $((i % 24 + 1)); return; }; done; echo 8; }
+# seeds METHOD: the committed runs' held-out metric per evaluation step over every seed of the
+# method (runs.tsv `evals`, "step:metric,..."), as step mean lo hi n, into $tsv/METHOD/seeds.tsv;
+# fails where the summary has fewer than two seeds of it.
+seeds() {
+  local m=$1
+  [ -f "$summary/runs.tsv" ] || return 1
+  awk -F'\t' -v m="$m" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    $col["method"] == m && $col["evals"] != "" { runs++; k = split($col["evals"], e, ",")
+      for (i = 1; i <= k; i++) { split(e[i], p, ":"); s = p[1] + 0; v = p[2]
+        if (v !~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/) continue
+        if (!(s in n)) { lo[s] = v + 0; hi[s] = v + 0 }
+        n[s]++; sum[s] += v; if (v + 0 < lo[s]) lo[s] = v + 0; if (v + 0 > hi[s]) hi[s] = v + 0 } }
+    END { if (runs < 2) exit 1; print "step\tmean\tlo\thi\tn"
+          for (s in n) printf "%d\t%.6g\t%.6g\t%.6g\t%d\n", s, sum[s] / n[s], lo[s], hi[s], n[s] }' \
+    "$summary/runs.tsv" | { read -r h && { echo "$h"; sort -n; }; } > "$tsv/$m/seeds.tsv" &&
+    [ -s "$tsv/$m/seeds.tsv" ] || { rm -f "$tsv/$m/seeds.tsv"; return 1; }
+}
+case $model in
+  resnet50) metric="top-1 accuracy (%)" ;;
+  bert) metric="masked-token accuracy (%)" ;;
+  ssd) metric="mAP@0.5 (%)" ;;
+  *) metric="metric" ;;
+esac
 
 draw() { # draw SCRIPT NAME VAR=VALUE...: figure NAME (its number first) unless FIGURES leaves it out
   local script=$1 name=$2; shift 2
   want "${name%%_*}" || return 0
   # Double-quoted for gnuplot: a value's \n is a line break (values hold no double quotes).
-  local vars="out='$fig/$name'; model='$model'; scale='$scale'"
+  local vars="out='$fig/$name'; model='$model'; scale='$scale'; tag='$model $scale, seed 0'"
   for kv in "$@"; do vars="$vars; ${kv%%=*}=\"${kv#*=}\""; done
   for ext in png svg; do gnuplot -e "$vars; ext='$ext'" "$gp/$script"; done
   echo "figures: $fig/$name.{png,svg}"
@@ -223,21 +249,28 @@ else
   note 4 "no fp16_adaptive run: skipping figure 4"
 fi
 
-# 5: training loss (trailing mean) and evaluation metric per method, a figure per method set so
+# 5: training loss (trailing mean, seed 0) and evaluation metric (every seed) per method, a figure per method set so
 # that each stays readable: 5_loss_metric (methods.list), 5_loss_metric_<set> for the others
 # (master_weights, formats), each with fp32 beside its methods.
 for l in "${lists[@]}"; do
   sname=$(basename "$l" .list) name=5_loss_metric
   [ "$sname" = methods ] || name=5_loss_metric_$sname
-  files="" window=""
+  files="" window="" bands="" colours=""
   for m in $({ [ "$sname" = methods ] || echo fp32; grep -v '^\s*\(#\|$\)' "$l"; } | awk '!seen[$0]++'); do
     [[ " ${methods[*]} " == *" $m "* ]] || continue
     [ -f "$tsv/$m/train_smooth.tsv" ] || { note 5 "$m has no training curve here: not in $name"; continue; }
     [ -n "$window" ] || window=$(head -n 1 "$tsv/$m/train_smooth.tsv" | sed 's/.*loss_mean_of_\([0-9]*\)_steps.*/\1/')
-    files="$files $tsv/$m/train_smooth.tsv|$tsv/$m/eval.tsv|$(label "$m")"
+    if seeds "$m"; then
+      bands="$bands $tsv/$m/seeds.tsv"
+      lab="$(label "$m")($(awk -F'\t' 'NR > 1 && $5 > k { k = $5 } END { print k }' "$tsv/$m/seeds.tsv"))"
+    else
+      bands="$bands -" lab="$(label "$m")(1)"
+    fi
+    files="$files $tsv/$m/train_smooth.tsv|$tsv/$m/eval.tsv|$lab" colours="$colours $(colour "$m")"
   done
   if [ -n "$files" ]; then
-    draw loss_metric.gp "$name" files="$files" window="$window"
+    draw loss_metric.gp "$name" files="$files" bands="$bands" colours="$colours" window="$window" \
+      metric="$metric" tag="$model $scale: training loss of seed 0, held-out metric of every seed (how many in parentheses)"
   else
     note 5 "no training curves of $sname: skipping $name"
   fi
@@ -251,13 +284,13 @@ else
 fi
 
 # 7: lost updates of the master-weights ablation and of the runs with masters it compares with.
-files=""
+files="" colours=""
 for m in fp16_pure fp16_pure_sr bf16_pure bf16_pure_sr bf16_pure_sr_update fp16_dynamic bf16 fp32; do
   [[ " ${methods[*]} " == *" $m "* ]] && [ -f "$tsv/$m/lost_steps.tsv" ] || continue
-  files="$files $tsv/$m/lost_steps.tsv|$tsv/$m/lost_layers.tsv|$(label "$m")"
+  files="$files $tsv/$m/lost_steps.tsv|$tsv/$m/lost_layers.tsv|$(label "$m")" colours="$colours $(colour "$m")"
 done
 if [ -n "$files" ]; then
-  draw lost_updates.gp 7_lost_updates files="$files"
+  draw lost_updates.gp 7_lost_updates files="$files" colours="$colours"
 else
   note 7 "no run with lost-update statistics: skipping figure 7"
 fi

@@ -1,13 +1,22 @@
 # hist.gp — a pooled gradient histogram over log2 binades with the FP16 regions marked.
 # Variables: in (TSV: bin count pct; bins -64..15 then "zero"), title, subtitle (a second
-# title line, optional), out, ext.
+# title line, optional), out, ext. The right axis reads the same bars as percent of the nonzero
+# values, the share the cast counts refer to.
 load "plots/common.gp"
 if (!exists("subtitle")) subtitle = ""
-set title (subtitle eq "" ? title : title . "\n" . subtitle) font ",13"
+set title headline(subtitle eq "" ? title : title . "\n" . subtitle) font ",13"
 set xlabel "log2 |value|   (bin k holds [2^k, 2^{k+1}); the bar at the left is exact zeros)"
 set ylabel "percent of values"
 set xrange [-67:16.5]
 set yrange [0:*]
+stats in using (strcol(1) eq "zero" ? $3 : 0) every ::1 nooutput
+nonzero = 100 - STATS_sum
+if (nonzero > 0) {
+    set link y2 via y * 100 / nonzero inverse y * nonzero / 100
+    set y2tics 5
+    set y2label "percent of nonzero values"
+    set ytics nomirror
+}
 set xtics ("0" -66, "-64" -64, "-56" -56, "-48" -48, "-40" -40, "-32" -32, "-24" -24, "-14" -14, "0" 0, "15" 15)
 set style fill solid 0.85 border lc rgb "#333333"
 set boxwidth 0.8

@@ -7,7 +7,7 @@
 # for rows that are not methods, as the what-if recipes).
 load "plots/common.gp"
 if (!exists("heading")) heading = "Activation gradients flushed to zero, per layer and method (flushed / nonzero, summed over statistics steps;\ngrey: none flushed). fp16 rows: their FP16 casts; fp32, tf32 and fixed16 rows: what an FP16 cast would flush;\nbf16 and fp8 rows: their BF16 casts (8 exponent bits: next to none)"
-set title heading font ",11" noenhanced
+set title headline(heading) font ",11" noenhanced
 set xlabel "layer (forward order)"
 unset grid
 set tics out nomirror
@@ -26,7 +26,7 @@ prev_big = 0
 field(s, i) = (i == 1) ? substr(s, 1, strstrt(s, ":") - 1) : \
               (i == 2) ? substr(s, strstrt(s, ":") + 1, strstrt(s[strstrt(s, ":") + 1:], ":") + strstrt(s, ":") - 1) : \
               s[strstrt(s, ":") + strstrt(s[strstrt(s, ":") + 1:], ":") + 1:]
-set tmargin 7.5
+set tmargin 8.5
 do for [i = 1:ns] {
     s = word(stages, i)
     a = real(field(s, 2)); b = real(field(s, 3))
