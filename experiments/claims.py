@@ -86,6 +86,17 @@ class Method:
         d = sum(int(r[den]) for r in self.ok if r.get(den) not in ("", None))
         return n / d if d else None
 
+    def ratio_sd(self, num, den):
+        """The sample SD over runs of each run's own num / den (None with fewer than two)."""
+        v = [int(r[num]) / int(r[den]) for r in self.ok
+             if r.get(num) not in ("", None) and r.get(den) not in ("", None) and int(r[den])]
+        return statistics.stdev(v) if len(v) > 1 else None
+
+    def lost_sd(self):
+        v = [float(r["update_lost"]) for r in self.ok
+             if r["update_nonzero"] not in ("", None) and int(r["update_nonzero"])]
+        return statistics.stdev(v) if len(v) > 1 else None
+
     def lost(self):
         rows = [r for r in self.ok if r["update_nonzero"] not in ("", None)]
         n = sum(int(r["update_nonzero"]) for r in rows)

@@ -116,7 +116,9 @@ static void write_json(FILE *f, const char *config, const mpx_run_cfg *rc,
         for (int i = 0; i < r->n; i++) {
             char buf[320];
             mpx_precision_mode m;
-            if (row_mode(&r->rows[i], &m))
+            int seen = 0; /* one key per mode: the variants of --overheads share theirs */
+            for (int k = 0; k < i; k++) seen |= strcmp(r->rows[k].mode, r->rows[i].mode) == 0;
+            if (!seen && row_mode(&r->rows[i], &m))
                 json_string(&w, r->rows[i].mode, cli_op_path(m, direct_io, buf, sizeof buf));
         }
         json_end_object(&w);

@@ -280,20 +280,24 @@ def table(model, scale, quiet=False):
     commits = sorted({r.get("git_commit", "-") for r in runs})
     data = export_dataset(model, scale)
     md = [f"# {model}: results at scale `{scale}`", ""]
-    md.append(f"Dataset: {data}. Metric: {metric} (percent, final evaluation). Mean ± sample std "
-              "over the seeds that did not diverge; \"diverged\" counts runs stopped because the "
-              "loss or gradients stayed non-finite. Steps to target: mean first evaluation step "
-              "reaching fp32 mean - 1 point" + (f" ({target:.2f})" if target is not None else "") +
+    md.append(f"Dataset: {data}. Metric: {metric} (percent, final evaluation). Every column with "
+              "seeds is the mean ± the sample std over the seeds that did not diverge (ratios: "
+              "pooled over them, ± the std of each seed's own); \"diverged\" counts runs stopped "
+              "because the loss or gradients stayed non-finite. Steps to target: mean first "
+              "evaluation step reaching fp32 mean - 1 point" +
+              (f" ({target:.2f})" if target is not None else "") +
               ". Underflow: nonzero activation gradients flushed to zero by their FP16/BF16 "
               "storage (fp32: by what FP16 would have done), pooled over layers, statistics "
               "steps and seeds. Lost updates: nonzero optimizer updates that left the stored "
               "weight unchanged (FP32 masters, or the 16-bit weights without them). samples/s: "
-              "median training throughput. Operand dy flushed: in the modes that quantize the "
+              "median training throughput of each run (runs on different host kinds differ). "
+              "Operand dy flushed: in the modes that quantize the "
               "GEMM operands as they are read (fp8, fixed16), nonzero output gradients their cast "
               "flushed to zero (the underflow column then still counts FP16's); operands "
               "saturated: nonzero values of all three operands (inputs, weights, gradients) the "
               "cast clamped to the format's largest finite value (runs summarised before this "
-              "column: —). " +
+              "column: —). table.csv holds the same numbers with the units in the column names "
+              "(`_pct`: percent, `_frac`: a fraction of 1). " +
               PAPER_NOTE.get(model, ""))
     md.append("")
     md.append(f"Runs: {len(runs)} from commits {', '.join(commits)}; host: "
@@ -304,41 +308,54 @@ def table(model, scale, quiet=False):
               "underflow % | operand dy flushed % | operands saturated % | lost updates % | "
               "skipped steps | samples/s | steps to target | paper |")
     md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def spread(v, sd, fmt, scale=1.0):
+        if v is None:
+            return "—"
+        return f"{scale * v:{fmt}}" + (f" ± {scale * sd:{fmt}}" if sd is not None else "")
+
+    def num(v, fmt):
+        return "" if v is None else f"{v:{fmt}}"
+
     csv_rows = []
     for name, m in methods.items():
         if not m.rows:
             continue
         r0 = m.rows[0]
         mean, sd = m.mean("metric"), m.sd("metric")
-        cell = "—" if mean is None else f"{mean:.2f}" + (f" ± {sd:.2f}" if sd is not None else "")
-        el = m.mean("eval_loss")
+        el, el_sd = m.mean("eval_loss"), m.sd("eval_loss")
+        uf, uf_sd = m.ratio("act_flushed", "act_nonzero"), m.ratio_sd("act_flushed", "act_nonzero")
+        dy = m.ratio("operand_dy_flushed", "operand_dy_nonzero")
+        dy_sd = m.ratio_sd("operand_dy_flushed", "operand_dy_nonzero")
+        sat = m.ratio("operand_saturated", "operand_nonzero")
+        sat_sd = m.ratio_sd("operand_saturated", "operand_nonzero")
+        lost, lost_sd = m.lost(), m.lost_sd()
         stt = first_step_reaching(m, target) if target is not None else None
-        sk, sps = m.mean("skipped"), m.mean("samples_per_s")
+        sk, sk_sd = m.mean("skipped"), m.sd("skipped")
+        sps, sps_sd = m.mean("samples_per_s"), m.sd("samples_per_s")
         pv, ps = papers.get(name, ("", ""))
         md.append(f"| {name} | {r0['precision']} | {r0['scaling']} | {len(m.rows)} | {m.diverged} | "
-                  f"{cell} | {'—' if el is None else f'{el:.4f}'} | "
-                  f"{pct(m.ratio('act_flushed', 'act_nonzero'), 3)} | "
-                  f"{pct(m.ratio('operand_dy_flushed', 'operand_dy_nonzero'), 3)} | "
-                  f"{pct(m.ratio('operand_saturated', 'operand_nonzero'), 3)} | {pct(m.lost())} | "
-                  f"{'—' if sk is None else f'{sk:.1f}'} | {'—' if sps is None else f'{sps:.1f}'} | "
+                  f"{spread(mean, sd, '.2f')} | {spread(el, el_sd, '.4f')} | "
+                  f"{spread(uf, uf_sd, '.3f', 100)} | {spread(dy, dy_sd, '.3f', 100)} | "
+                  f"{spread(sat, sat_sd, '.3f', 100)} | {spread(lost, lost_sd, '.2f', 100)} | "
+                  f"{spread(sk, sk_sd, '.1f')} | {spread(sps, sps_sd, '.1f')} | "
                   f"{'—' if stt is None else f'{stt:.0f}'} | {pv + ' (' + ps + ')' if pv else '—'} |")
         csv_rows.append({"model": model, "scale": scale, "method": name,
                          "precision": r0["precision"], "scaling": r0["scaling"],
                          "runs": len(m.rows), "diverged": m.diverged, "metric": metric,
-                         "metric_mean": "" if mean is None else f"{mean:.4f}",
-                         "metric_std": "" if sd is None else f"{sd:.4f}",
-                         "eval_loss_mean": "" if el is None else f"{el:.4f}",
-                         "underflow": "" if m.ratio("act_flushed", "act_nonzero") is None
-                         else f"{m.ratio('act_flushed', 'act_nonzero'):.6g}",
-                         "operand_dy_flushed": "" if m.ratio("operand_dy_flushed", "operand_dy_nonzero")
-                         is None else f"{m.ratio('operand_dy_flushed', 'operand_dy_nonzero'):.6g}",
-                         "operands_saturated": "" if m.ratio("operand_saturated", "operand_nonzero")
-                         is None else f"{m.ratio('operand_saturated', 'operand_nonzero'):.6g}",
-                         "lost_updates": "" if m.lost() is None else f"{m.lost():.6g}",
-                         "skipped_mean": "" if sk is None else f"{sk:.1f}",
-                         "samples_per_s": "" if sps is None else f"{sps:.1f}",
+                         "metric_mean_pct": num(mean, ".4f"), "metric_std_pct": num(sd, ".4f"),
+                         "eval_loss_mean": num(el, ".4f"), "eval_loss_std": num(el_sd, ".4f"),
+                         "underflow_frac": num(uf, ".6g"), "underflow_std_frac": num(uf_sd, ".6g"),
+                         "operand_dy_flushed_frac": num(dy, ".6g"),
+                         "operand_dy_flushed_std_frac": num(dy_sd, ".6g"),
+                         "operands_saturated_frac": num(sat, ".6g"),
+                         "operands_saturated_std_frac": num(sat_sd, ".6g"),
+                         "lost_updates_frac": num(lost, ".6g"),
+                         "lost_updates_std_frac": num(lost_sd, ".6g"),
+                         "skipped_steps_mean": num(sk, ".1f"), "skipped_steps_std": num(sk_sd, ".1f"),
+                         "samples_per_s_mean": num(sps, ".1f"), "samples_per_s_std": num(sps_sd, ".1f"),
                          "steps_to_target": "" if stt is None else f"{stt:.0f}",
-                         "target": "" if target is None else f"{target:.2f}",
+                         "target_pct": "" if target is None else f"{target:.2f}",
                          "paper_value": pv, "paper_setting": ps})
     with open(os.path.join(od, "table.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(csv_rows[0]) if csv_rows else ["model"],

@@ -223,8 +223,10 @@ fi
 if [ ! -f "$report/overheads.json" ] || [ -n "${FORCE:-}" ]; then
   steps=${OVERHEAD_STEPS:-$([ "$scale" = smoke ] && echo 6 || echo 30)}
   echo "adaptive scaling's overhead: mpx bench --overheads, $steps rounds"
-  "$mpx" bench "$cfgdir/$scale/fp16_adaptive.cfg" ${EXTRA:-} --modes fp16 --overheads \
-    --steps "$steps" --json "$report/overheads.json" > "$out/overheads.log" 2>&1 ||
+  # From the source root, so that the JSON names the config by its path in the repository.
+  json=$(realpath -m "$report/overheads.json") bin=$(realpath -m "$mpx")
+  (cd "$root" && "$bin" bench "experiments/configs/$model/$scale/fp16_adaptive.cfg" ${EXTRA:-} \
+    --modes fp16 --overheads --steps "$steps" --json "$json") > "$out/overheads.log" 2>&1 ||
     { echo "run_experiment: mpx bench --overheads failed, see $out/overheads.log" >&2; failed=$((failed + 1)); }
 fi
 python3 "$root/experiments/report.py" claims "$model" --scale "$scale"
